@@ -1,0 +1,156 @@
+"""`DominoDrafter`: the one definition of the drafter, used by training, export and decoding.
+
+It is a `DFlashBackbone` plus an optional `DominoHead` (None = plain DFlash). It owns no embedding and no
+lm_head: `bind_target` hands it the target's (frozen) modules, which are referenced, never copied and
+never registered, so they stay out of `parameters()`, `state_dict()` and every checkpoint.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+from pathlib import Path
+
+import torch
+from torch import nn
+
+from inference.backbone import DFlashBackbone
+from inference.block_mask import anchor_block_mask, anchor_flex_block_mask
+from inference.config import DrafterConfig
+from inference.draft_cache import DraftKVCache
+from inference.head import DominoHead
+
+
+@dataclass
+class BlockLogits:
+    """Logits of the draft tokens of many blocks: [..., D, V] with D = `config.num_draft_tokens`."""
+
+    base: torch.Tensor
+    final: torch.Tensor  # == base for a drafter without head
+
+
+class DominoDrafter(nn.Module):
+    def __init__(self, config: DrafterConfig) -> None:
+        super().__init__()
+        self.config = config
+        self.backbone = DFlashBackbone(config)
+        self.head = DominoHead(config) if config.has_head else None
+        self._target_io: tuple[nn.Module, nn.Module] | None = None
+
+    # --------------------------------------------------------------------------- the target's modules
+    def bind_target(self, embed_tokens: nn.Module, lm_head: nn.Module) -> DominoDrafter:
+        """Use the target's token embedding and lm_head (held by reference, kept out of state_dict)."""
+        weight = getattr(embed_tokens, "weight", None)
+        if weight is not None and weight.shape != (self.config.vocab_size, self.config.hidden_size):
+            raise ValueError(
+                f"target embedding is {tuple(weight.shape)}, the drafter expects "
+                f"({self.config.vocab_size}, {self.config.hidden_size}): this drafter belongs to another target"
+            )
+        self._target_io = (embed_tokens, lm_head)
+        return self
+
+    def _io(self) -> tuple[nn.Module, nn.Module]:
+        if self._target_io is None:
+            raise RuntimeError("the drafter has no target embedding / lm_head: call drafter.bind_target(...) first")
+        return self._target_io
+
+    def embed(self, token_ids: torch.Tensor) -> torch.Tensor:
+        return self._io()[0](token_ids)
+
+    def lm_head(self, hidden: torch.Tensor) -> torch.Tensor:
+        return self._io()[1](hidden)
+
+    def draft_hidden_slice(self, hidden: torch.Tensor) -> torch.Tensor:
+        """Hidden states [..., B, H] -> those of the D draft tokens [..., D, H] (honours `shift_label`)."""
+        first = self.config.first_predicting_position
+        return hidden[..., first : first + self.config.num_draft_tokens, :]
+
+    # --------------------------------------------------------------------------- training
+    def forward_blocks(
+        self, features: torch.Tensor, input_ids: torch.Tensor, anchors: torch.Tensor, use_flex: bool = False
+    ) -> torch.Tensor:
+        """Hidden states [b, A, B, H] of A anchor blocks per sequence, all in one forward.
+
+        features [b, T, K*H]: target features of the whole sequence; input_ids [b, T]; anchors [b, A]
+        (negative = padding block). Block of anchor a = `[input_ids[a], MASK x (B-1)]` at positions
+        a..a+B-1, seeing context strictly before a (see `block_mask`).
+        """
+        b, t = input_ids.shape
+        num_blocks, bs = anchors.shape[1], self.config.block_size
+        anchor_pos = anchors.clamp(min=0)
+        block_ids = torch.full((b, num_blocks, bs), self.config.mask_token_id, device=input_ids.device)
+        block_ids[:, :, 0] = torch.gather(input_ids, 1, anchor_pos)
+        positions = anchor_pos.unsqueeze(-1) + torch.arange(bs, device=input_ids.device)
+        fused = self.backbone.fuse(features)
+        ctx_positions = torch.arange(t, device=input_ids.device).expand(b, t)
+        context = self.backbone.context_kv(fused, ctx_positions)
+        mask = (anchor_flex_block_mask if use_flex else anchor_block_mask)(anchors, t, bs)
+        embeds = self.embed(block_ids.view(b, -1)).to(fused.dtype)
+        hidden = self.backbone(embeds, positions.view(b, -1), context, mask)
+        return hidden.view(b, num_blocks, bs, -1)
+
+    def block_logits(self, hidden: torch.Tensor, causal_tokens: torch.Tensor | None = None) -> BlockLogits:
+        """Base and final logits of the draft tokens of blocks [..., B, H].
+
+        `causal_tokens` [..., D]: the tokens the GRU consumes (block token 0 = root, then draft tokens
+        1..D-1); teacher forcing passes the ground truth. Draft token j uses the state after tokens
+        0..j-1 when j > `pure_draft_prefix_len`. Required iff the drafter has a head.
+        """
+        h = self.draft_hidden_slice(hidden)
+        base = self.lm_head(h)
+        if self.head is None:
+            return BlockLogits(base=base, final=base)
+        if causal_tokens is None:
+            raise ValueError("a Domino drafter needs the causal tokens its GRU consumes")
+        if causal_tokens.shape != h.shape[:-1]:
+            raise ValueError(f"causal_tokens {tuple(causal_tokens.shape)} must be [..., D] = {tuple(h.shape[:-1])}")
+        lead = causal_tokens.shape[:-1]
+        embeds = self.embed(causal_tokens).to(h.dtype)
+        states = self.head.encode(embeds.reshape(-1, *embeds.shape[-2:])).view(*lead, causal_tokens.shape[-1], -1)
+        p = self.config.pure_draft_prefix_len
+        corrected = base[..., p:, :] + self.head.correction(h[..., p:, :], states[..., p:, :])
+        return BlockLogits(base=base, final=torch.cat([base[..., :p, :], corrected], dim=-2))
+
+    # --------------------------------------------------------------------------- decoding
+    def new_cache(self, batch_size: int = 1, capacity: int = 4096) -> DraftKVCache:
+        p = next(self.parameters())
+        c = self.config
+        return DraftKVCache(
+            c.num_hidden_layers, batch_size, c.num_key_value_heads, c.head_dim, capacity, p.dtype, p.device
+        )
+
+    def append_context(self, cache: DraftKVCache, features: torch.Tensor) -> None:
+        """Project the features [b, n, K*H] of n newly committed positions into the draft cache."""
+        b, n, _ = features.shape
+        positions = torch.arange(cache.length, cache.length + n, device=features.device).expand(b, n)
+        fused = self.backbone.fuse(features.to(self.backbone.fc.weight.dtype))
+        cache.extend(self.backbone.context_kv(fused, positions))
+
+    def draft_block(self, cache: DraftKVCache, root_ids: torch.Tensor) -> torch.Tensor:
+        """Hidden states [b, B, H] of the block `[root, MASK x (B-1)]` placed right after the cached context."""
+        b, bs = root_ids.shape[0], self.config.block_size
+        block_ids = torch.full((b, bs), self.config.mask_token_id, device=root_ids.device)
+        block_ids[:, 0] = root_ids
+        positions = torch.arange(cache.length, cache.length + bs, device=root_ids.device).expand(b, bs)
+        context = [cache.layer(i) for i in range(len(self.backbone.layers))]
+        embeds = self.embed(block_ids).to(self.backbone.fc.weight.dtype)
+        return self.backbone(embeds, positions, context)
+
+    # --------------------------------------------------------------------------- checkpoint format
+    def save_pretrained(self, path: str | Path, dtype: torch.dtype = torch.bfloat16) -> Path:
+        """Write `config.json` + `model.safetensors` in the public Domino / DFlash layout."""
+        from inference.checkpoint import save_drafter
+
+        return save_drafter(self, path, dtype)
+
+    @classmethod
+    def from_pretrained(
+        cls,
+        path: str | Path,
+        target_config: object | None = None,
+        device: torch.device | str = "cpu",
+        dtype: torch.dtype | None = None,
+    ) -> DominoDrafter:
+        """Load and validate a drafter folder; with `target_config`, also check it fits that target."""
+        from inference.checkpoint import load_drafter
+
+        return load_drafter(path, target_config=target_config, device=device, dtype=dtype)

@@ -1,0 +1,56 @@
+"""Shared fixtures: tiny random targets and drafters (CPU, fp32, milliseconds per forward)."""
+
+from __future__ import annotations
+
+import pytest
+import torch
+
+from inference import DominoDrafter, DrafterConfig, tiny_target
+
+
+def pytest_collection_modifyitems(config: pytest.Config, items: list[pytest.Item]) -> None:
+    if torch.cuda.is_available():
+        return
+    skip = pytest.mark.skip(reason="needs a CUDA device")
+    for item in items:
+        if "gpu" in item.keywords:
+            item.add_marker(skip)
+
+
+@pytest.fixture(autouse=True)
+def _restore_default_dtype():
+    dtype = torch.get_default_dtype()
+    yield
+    torch.set_default_dtype(dtype)
+
+
+@pytest.fixture(scope="session", params=["qwen3", "llama"])
+def any_tiny_target(request):
+    return tiny_target(request.param)
+
+
+@pytest.fixture(scope="session")
+def qwen_target():
+    return tiny_target("qwen3")
+
+
+def make_drafter(target, head: str | None = "domino", seed: int = 0, **overrides) -> DominoDrafter:
+    """A small drafter bound to `target` with deterministic random weights."""
+    kw = dict(
+        num_draft_layers=2,
+        block_size=4,
+        head=head,
+        mask_token_id=target.mask_token_id,
+        gru_hidden_dim=24,
+        correction_rank=8,
+        intermediate_size=96,
+    )
+    kw.update(overrides)
+    config = DrafterConfig.from_target_config(target.config, **kw)
+    torch.manual_seed(seed)
+    return DominoDrafter(config).bind_target(target.embed_tokens, target.lm_head)
+
+
+@pytest.fixture
+def drafter(qwen_target):
+    return make_drafter(qwen_target)

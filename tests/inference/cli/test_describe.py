@@ -1,0 +1,14 @@
+from inference.cli.describe import main
+
+
+def test_describe_qwen3_8b_offline_on_meta(capsys):
+    main(["Qwen/Qwen3-8B"])
+    out = capsys.readouterr().out
+    assert "target_layer_ids [1, 9, 17, 25, 33]" in out
+    assert "head.prefix_gru" in out and "15.73 M" in out and "5.3 % of the backbone" in out
+
+
+def test_describe_loads_and_drafts_a_tiny_target(capsys):
+    main(["tiny-llama", "--num-draft-layers", "2", "--block-size", "4", "--load"])
+    out = capsys.readouterr().out
+    assert "one draft block" in out and "3 untrained draft tokens" in out

@@ -1,0 +1,59 @@
+import pytest
+import torch
+
+from conftest import make_drafter
+from inference import DominoDrafter, DraftKVCache
+
+
+def test_decoding_path_equals_the_training_path(any_tiny_target):
+    target = any_tiny_target
+    drafter = make_drafter(target)
+    ids = torch.randint(0, 500, (1, 30))
+    feats = target(ids, layer_ids=drafter.config.target_layer_ids).features
+    anchors = torch.tensor([[6, 17, 25]])
+    with torch.no_grad():
+        train = drafter.forward_blocks(feats, ids, anchors)
+        for i, a in enumerate(anchors[0].tolist()):
+            cache = drafter.new_cache(1, capacity=4)  # small: exercises growth
+            drafter.append_context(cache, feats[:, : a // 2])  # committed over two rounds
+            drafter.append_context(cache, feats[:, a // 2 : a])
+            decode = drafter.draft_block(cache, ids[:, a])
+            torch.testing.assert_close(decode[0], train[0, i], rtol=1e-5, atol=1e-5)
+
+
+def test_draft_cache_holds_only_context():
+    cache = DraftKVCache(2, 1, 2, 4, capacity=2, dtype=torch.float32, device="cpu")
+    kv = [(torch.randn(1, 2, 3, 4), torch.randn(1, 2, 3, 4)) for _ in range(2)]
+    cache.extend(kv)
+    assert cache.length == 3 and cache.capacity >= 3
+    torch.testing.assert_close(cache.layer(1)[0], kv[1][0])
+    cache.crop(1)
+    assert cache.layer(0)[0].shape[2] == 1
+    with pytest.raises(ValueError):
+        cache.crop(2)
+
+
+def test_shift_label_drafts_the_whole_block(qwen_target):
+    drafter = make_drafter(qwen_target, shift_label=True)
+    assert drafter.config.num_draft_tokens == drafter.config.block_size
+    hidden = torch.randn(2, drafter.config.block_size, drafter.config.hidden_size)
+    assert torch.equal(drafter.draft_hidden_slice(hidden), hidden)
+    plain = make_drafter(qwen_target)
+    assert torch.equal(plain.draft_hidden_slice(hidden), hidden[:, 1:])
+
+
+def test_target_modules_are_not_parameters_of_the_drafter(drafter, qwen_target):
+    names = set(drafter.state_dict())
+    assert not any("embed" in n and "embed_proj" not in n for n in names)
+    assert not any("lm_head" in n for n in names)
+    params = {id(p) for p in drafter.parameters()}
+    assert id(qwen_target.embed_tokens.weight) not in params
+
+
+def test_binding_errors(qwen_target):
+    drafter = make_drafter(qwen_target)
+    unbound = DominoDrafter(drafter.config)
+    with pytest.raises(RuntimeError, match="bind_target"):
+        unbound.embed(torch.tensor([1]))
+    with pytest.raises(ValueError, match="belongs to another target"):
+        unbound.bind_target(torch.nn.Embedding(10, 64), torch.nn.Linear(64, 10))
