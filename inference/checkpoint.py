@@ -46,7 +46,7 @@ def export_state_dict(drafter: torch.nn.Module) -> dict[str, torch.Tensor]:
     return out
 
 
-def save_drafter(drafter: torch.nn.Module, path: str | Path, dtype: torch.dtype = torch.bfloat16) -> Path:
+def save_checkpoint(drafter: torch.nn.Module, path: str | Path, dtype: torch.dtype = torch.bfloat16) -> Path:
     """Write the folder atomically (a crash never leaves a half-written checkpoint behind)."""
     if dtype not in _ALLOWED_DTYPES.values():
         raise ValueError(f"dtype must be one of {sorted(_ALLOWED_DTYPES)}, got {dtype}")
@@ -119,17 +119,15 @@ def _read_tensors(weights: Path) -> tuple[dict[str, torch.Tensor], dict[str, tup
     return tensors, meta
 
 
-def load_drafter(
-    path: str | Path,
-    target_config: Any | None = None,
-    device: torch.device | str = "cpu",
-    dtype: torch.dtype | None = None,
-):  # noqa: ANN201 - returns DominoDrafter (import cycle)
-    """Read, validate and build a drafter. `dtype=None` keeps the file's dtype."""
-    from inference.drafter import DominoDrafter
+def load_checkpoint(
+    model: torch.nn.Module, path: str | Path, target_config: Any | None = None, dtype: torch.dtype | None = None
+) -> None:
+    """Validate `path`'s weights against `model` (built from `read_config(path)`, e.g. on meta) and load them.
 
+    `dtype=None` keeps the file's dtype. With `target_config`, also check the drafter fits that target.
+    """
     path = Path(path)
-    config = read_config(path)
+    config = model.config
     problems = []
     if target_config is not None:
         problems += [f"does not match the target: {p}" for p in target_mismatches(config, target_config)]
@@ -144,8 +142,6 @@ def load_drafter(
         raise DrafterCheckpointError(f"{path}: " + "; ".join(problems))
     tensors, meta = _read_tensors(weights)
 
-    with torch.device("meta"):
-        model = DominoDrafter(config)
     expected = {k: tuple(v.shape) for k, v in export_state_dict(model).items()}
     raw = json.loads((path / CONFIG_NAME).read_text())
     declared = raw.get("torch_dtype") or raw.get("dtype")
@@ -168,15 +164,15 @@ def load_drafter(
             problems.append(f"{key}: dtype {file_dtype} != config's {declared}")
         elif file_dtype not in _ALLOWED_DTYPES:
             problems.append(f"{key}: dtype {file_dtype} is not a float dtype a drafter can use")
+    if declared is None and len({d for d, _ in meta.values()}) > 1:
+        problems.append(f"mixed dtypes {sorted({d for d, _ in meta.values()})} and no dtype in the config")
     if problems:
         raise DrafterCheckpointError(f"{path}: " + "; ".join(problems))
 
     load_dtype = dtype or _ALLOWED_DTYPES[declared or next(iter(meta.values()))[0]]
-    prefixed = {}
     names = set(model.state_dict())
+    prefixed = {}
     for key, t in tensors.items():
         full = next(p + key for p in _SUBMODULE_PREFIXES if p + key in names)
         prefixed[full] = t.to(load_dtype)
     model.load_state_dict(prefixed, strict=True, assign=True)
-    model.backbone.rotary = type(model.backbone.rotary)(config)  # non-persistent buffer: rebuild off meta
-    return model.to(device=device)

@@ -15,6 +15,7 @@ from torch import nn
 
 from inference.backbone import DFlashBackbone
 from inference.block_mask import anchor_block_mask, anchor_flex_block_mask
+from inference.checkpoint import load_checkpoint, read_config, save_checkpoint
 from inference.config import DrafterConfig
 from inference.draft_cache import DraftKVCache
 from inference.head import DominoHead
@@ -138,9 +139,7 @@ class DominoDrafter(nn.Module):
     # --------------------------------------------------------------------------- checkpoint format
     def save_pretrained(self, path: str | Path, dtype: torch.dtype = torch.bfloat16) -> Path:
         """Write `config.json` + `model.safetensors` in the public Domino / DFlash layout."""
-        from inference.checkpoint import save_drafter
-
-        return save_drafter(self, path, dtype)
+        return save_checkpoint(self, path, dtype)
 
     @classmethod
     def from_pretrained(
@@ -150,7 +149,12 @@ class DominoDrafter(nn.Module):
         device: torch.device | str = "cpu",
         dtype: torch.dtype | None = None,
     ) -> DominoDrafter:
-        """Load and validate a drafter folder; with `target_config`, also check it fits that target."""
-        from inference.checkpoint import load_drafter
+        """Load and validate a drafter folder; with `target_config`, also check it fits that target.
 
-        return load_drafter(path, target_config=target_config, device=device, dtype=dtype)
+        `dtype=None` keeps the file's dtype. Raises `DrafterCheckpointError` naming every problem.
+        """
+        config = read_config(path)
+        with torch.device("meta"):
+            model = cls(config)
+        load_checkpoint(model, path, target_config=target_config, dtype=dtype)
+        return model.to(device=device)

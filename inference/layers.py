@@ -47,7 +47,8 @@ class RotaryEmbedding(nn.Module):
         rope = dict(config.rope_parameters)
         rope_type = rope.get("rope_type", "default")
         if rope_type == "default":
-            exponent = torch.arange(0, config.head_dim, 2, dtype=torch.float32) / config.head_dim
+            # Built on the CPU even under a `meta` device context: the table is derived, never loaded.
+            exponent = torch.arange(0, config.head_dim, 2, dtype=torch.float32, device="cpu") / config.head_dim
             inv_freq, scaling = 1.0 / (float(rope["rope_theta"]) ** exponent), 1.0
         else:
             inv_freq, scaling = _hf_rope_init(config, rope)
@@ -74,7 +75,8 @@ def _hf_rope_init(config: DrafterConfig, rope: dict[str, Any]) -> tuple[torch.Te
         max_position_embeddings=config.max_position_embeddings,
         rope_parameters=rope,
     )
-    return ROPE_INIT_FUNCTIONS[rope["rope_type"]](hf, None)
+    with torch.device("cpu"):  # real even when the model is being built on `meta`
+        return ROPE_INIT_FUNCTIONS[rope["rope_type"]](hf, "cpu")
 
 
 def _rotate_half(x: torch.Tensor) -> torch.Tensor:

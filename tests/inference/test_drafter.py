@@ -57,3 +57,20 @@ def test_binding_errors(qwen_target):
         unbound.embed(torch.tensor([1]))
     with pytest.raises(ValueError, match="belongs to another target"):
         unbound.bind_target(torch.nn.Embedding(10, 64), torch.nn.Linear(64, 10))
+
+
+def test_scaled_rope_types_come_from_transformers(qwen_target):
+    rope = {
+        "rope_type": "llama3",
+        "rope_theta": 500000.0,
+        "factor": 8.0,
+        "low_freq_factor": 1.0,
+        "high_freq_factor": 4.0,
+        "original_max_position_embeddings": 8192,
+    }
+    drafter = make_drafter(qwen_target, rope_parameters=rope)
+    default = make_drafter(qwen_target, rope_parameters={"rope_type": "default", "rope_theta": 500000.0})
+    inv, inv_default = drafter.backbone.rotary.inv_freq, default.backbone.rotary.inv_freq
+    assert inv.shape == inv_default.shape and inv[0] == inv_default[0] and inv[-1] < inv_default[-1]
+    with torch.device("meta"):  # the table is built for real even when the model is on meta
+        assert DominoDrafter(drafter.config).backbone.rotary.inv_freq.device.type == "cpu"
