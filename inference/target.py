@@ -78,10 +78,18 @@ class TargetModel:
     """A frozen HF causal LM, its tokenizer (optional) and the feature / cache operations decoding uses."""
 
     def __init__(
-        self, model: nn.Module, tokenizer: Any = None, name: str | None = None, mask_token_id: int | None = None
+        self,
+        model: nn.Module,
+        tokenizer: Any = None,
+        name: str | None = None,
+        mask_token_id: int | None = None,
+        chat_template_kwargs: dict[str, Any] | None = None,
     ) -> None:
         self.model = model.eval().requires_grad_(False)
         self.tokenizer = tokenizer
+        # Extra chat-template switches, e.g. {"enable_thinking": False} for Qwen3 (how the public drafters
+        # were trained); every prompt this project renders goes through `render_chat`, so they apply everywhere.
+        self.chat_template_kwargs = dict(chat_template_kwargs or {})
         self.config = model.config
         self.name = name or getattr(self.config, "_name_or_path", None) or type(model).__name__
         self.layers = find_decoder_layers(model, self.config.num_hidden_layers)
@@ -120,6 +128,30 @@ class TargetModel:
             else:
                 self._mask_token_id = choose_mask_token_id(self.tokenizer, self.config)
         return self._mask_token_id
+
+    @property
+    def stop_token_ids(self) -> list[int]:
+        """Ids that end a response: the generation config's eos id(s), else the tokenizer's eos."""
+        ids = getattr(getattr(self.model, "generation_config", None), "eos_token_id", None)
+        if ids is None:
+            ids = self.config.eos_token_id if self.tokenizer is None else self.tokenizer.eos_token_id
+        ids = [ids] if isinstance(ids, int) else list(ids or [])
+        if not ids:
+            raise ValueError(f"target {self.name} defines no eos token id")
+        return ids
+
+    def render_chat(self, messages: list[dict[str, str]], add_generation_prompt: bool = False) -> str:
+        """The chat template's text for `messages` (with `chat_template_kwargs`)."""
+        if self.tokenizer is None or not getattr(self.tokenizer, "chat_template", None):
+            raise ValueError(f"target {self.name} has no tokenizer with a chat template")
+        return self.tokenizer.apply_chat_template(
+            messages, tokenize=False, add_generation_prompt=add_generation_prompt, **self.chat_template_kwargs
+        )
+
+    def chat_ids(self, messages: list[dict[str, str]], add_generation_prompt: bool = True) -> list[int]:
+        """Token ids of the rendered chat (no extra special tokens: the template places them)."""
+        text = self.render_chat(messages, add_generation_prompt)
+        return self.tokenizer(text, add_special_tokens=False)["input_ids"]
 
     # --------------------------------------------------------------------------- forward
     def forward(

@@ -63,21 +63,32 @@ def default_dtype(device: torch.device | str) -> torch.dtype:
 
 def load_target(
     spec: str,
-    dtype: torch.dtype | None = None,
+    dtype: torch.dtype | str | None = None,
     device: torch.device | str | None = None,
     mask_token_id: int | None = None,
     attn_implementation: str = "sdpa",
+    chat_template_kwargs: dict[str, Any] | None = None,
 ) -> TargetModel:
-    """Load a frozen target model (and its tokenizer when it has one)."""
+    """Load a frozen target model (and its tokenizer when it has one).
+
+    `dtype` may be a torch dtype or its name ("bfloat16"); None = fp32 on CPU, bf16 elsewhere.
+    `chat_template_kwargs` (e.g. `{"enable_thinking": False}`) apply to every prompt rendered for it.
+    """
     from transformers import AutoModelForCausalLM, AutoTokenizer
 
     device = device if device is not None else ("cuda" if torch.cuda.is_available() else "cpu")
+    if isinstance(dtype, str):
+        if not isinstance(getattr(torch, dtype, None), torch.dtype):
+            raise ValueError(f"unknown dtype {dtype!r}; use e.g. float32, bfloat16 or float16")
+        dtype = getattr(torch, dtype)
     dtype = dtype or default_dtype(device)
+    template_kwargs = dict(chat_template_kwargs or {})
     if spec in TINY_SPECS:
         from inference.tiny import tiny_target
 
         target = tiny_target(TINY_SPECS[spec], dtype=dtype)
         target.model.to(device)
+        target.chat_template_kwargs = template_kwargs
         return target
     path = spec
     if spec == "smollm2":
@@ -92,4 +103,10 @@ def load_target(
         tokenizer = AutoTokenizer.from_pretrained(path)
     except (OSError, ValueError):
         tokenizer = None
-    return TargetModel(model.to(device), tokenizer=tokenizer, name=spec, mask_token_id=mask_token_id)
+    return TargetModel(
+        model.to(device),
+        tokenizer=tokenizer,
+        name=spec,
+        mask_token_id=mask_token_id,
+        chat_template_kwargs=template_kwargs,
+    )

@@ -129,14 +129,14 @@ def test_bad_config(saved, edit, message):
 
 def test_mismatch_with_the_target_is_named(saved, qwen_target):
     other = copy.deepcopy(qwen_target.config)
-    other.hidden_size, other.vocab_size, other.num_hidden_layers = 96, 300, 3
+    other.hidden_size, other.vocab_size, other.num_hidden_layers = 96, 200, 3
     _reject(
         saved,
         "hidden size 64 != target's 96",
-        "vocab size 512 != target's 300",
+        "vocab size 512 != target's 200",
         "num_target_layers 6 != target's 3 layers",
         "target_layer_ids [3] are beyond the target's 3 layers",
-        "mask_token_id 511 is outside the target vocab",
+        "mask_token_id 259 is outside the target vocab",
         target_config=other,
     )
     _reject(saved, "hidden size 64 != target's 4096", target_config=load_target_config("Qwen/Qwen3-8B"))
