@@ -1,0 +1,5 @@
+"""Domino training: Lightning + Hydra on top of `inference` (never the other way round)."""
+
+from pathlib import Path
+
+CONF_DIR = str(Path(__file__).resolve().parents[1] / "conf")  # the Hydra config tree of this checkout

@@ -72,6 +72,8 @@ def load_target(
     """Load a frozen target model (and its tokenizer when it has one).
 
     `dtype` may be a torch dtype or its name ("bfloat16"); None = fp32 on CPU, bf16 elsewhere.
+    `device="meta"` loads no weights: the tokenizer, chat template and config only (for tokenizing, or
+    for talking to a remote server that runs the model).
     `chat_template_kwargs` (e.g. `{"enable_thinking": False}`) apply to every prompt rendered for it.
     """
     from transformers import AutoModelForCausalLM, AutoTokenizer
@@ -96,7 +98,11 @@ def load_target(
 
         path = str(smollm2_folder())
     try:
-        model = AutoModelForCausalLM.from_pretrained(path, dtype=dtype, attn_implementation=attn_implementation)
+        if torch.device(device).type == "meta":
+            with torch.device("meta"):
+                model = AutoModelForCausalLM.from_config(load_target_config(spec), dtype=dtype)
+        else:
+            model = AutoModelForCausalLM.from_pretrained(path, dtype=dtype, attn_implementation=attn_implementation)
     except (OSError, ValueError) as e:
         raise _not_found(spec, e) from e
     try:

@@ -7,6 +7,10 @@ import torch
 
 from inference import DominoDrafter, DrafterConfig, tiny_target
 
+# Tiny models gain nothing from intra-op threads, and OpenMP threads that spin while another process holds
+# the other core slow small matmuls by 100x; one thread keeps the suite fast and its timing stable.
+torch.set_num_threads(1)
+
 
 def pytest_collection_modifyitems(config: pytest.Config, items: list[pytest.Item]) -> None:
     if torch.cuda.is_available():
@@ -34,7 +38,7 @@ def qwen_target():
     return tiny_target("qwen3")
 
 
-def make_drafter(target, head: str | None = "domino", seed: int = 0, **overrides) -> DominoDrafter:
+def build_drafter(target, head: str | None = "domino", seed: int = 0, **overrides) -> DominoDrafter:
     """A small drafter bound to `target` with deterministic random weights."""
     kw = dict(
         num_draft_layers=2,
@@ -52,5 +56,11 @@ def make_drafter(target, head: str | None = "domino", seed: int = 0, **overrides
 
 
 @pytest.fixture
+def make_drafter():
+    """Factory: `make_drafter(target, head="domino" | None, seed=0, **config_overrides)`."""
+    return build_drafter
+
+
+@pytest.fixture
 def drafter(qwen_target):
-    return make_drafter(qwen_target)
+    return build_drafter(qwen_target)

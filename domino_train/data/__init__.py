@@ -1,0 +1,1 @@
+"""The data pipeline: prepare -> regenerate -> tokenize -> (optional) feature cache. See `cli.py`."""

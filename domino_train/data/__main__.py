@@ -1,0 +1,3 @@
+from domino_train.data.cli import main
+
+main()

@@ -1,0 +1,162 @@
+"""Stage 4 (optional), cache: the target's context features of every tokenized row, for offline training.
+
+Only what the drafter consumes is stored: the concatenated outputs of `target_layer_ids` (K * H values
+per token, bf16 by default), so the disk cost is `K * H * 2` bytes per token (Qwen3-8B, K = 5: 40 KiB per
+token; SmolLM2-135M: 5.6 KiB). Rows are streamed through the target in right-padded batches (causal
+attention: padding after a row never changes its features) and written to shards of about `shard_bytes`
+(`features-00000.safetensors`: a [tokens, K*H] tensor plus row offsets), so memory stays bounded. Shards
+appear atomically; a restarted run continues after the last complete shard. `index.json` is written
+last and is what `FeatureCache` opens.
+"""
+
+from __future__ import annotations
+
+import bisect
+import json
+import os
+from pathlib import Path
+from typing import Any
+
+import torch
+from safetensors import safe_open
+from safetensors.torch import save_file
+from tqdm.auto import tqdm
+
+from domino_train.data.manifest import target_record, timestamp
+from domino_train.data.shards import write_json_atomic
+from domino_train.data.tokenize import load_tokenized
+from inference.target import TargetModel
+
+INDEX = "index.json"
+
+
+def _shard_file(folder: Path, k: int) -> Path:
+    return folder / f"features-{k:05d}.safetensors"
+
+
+@torch.inference_mode()
+def build_feature_cache(
+    target: TargetModel,
+    dataset_dir: str | Path,
+    out_dir: str | Path,
+    layer_ids: list[int],
+    dtype: torch.dtype = torch.bfloat16,
+    shard_bytes: int = 1 << 30,
+    batch_tokens: int = 8192,
+) -> dict[str, Any]:
+    """Write the feature shards and `index.json` for the tokenized set at `dataset_dir`."""
+    ds, manifest = load_tokenized(dataset_dir)
+    out_dir = Path(out_dir)
+    out_dir.mkdir(parents=True, exist_ok=True)
+    width = len(layer_ids) * target.config.hidden_size
+    bytes_per_token = width * torch.empty(0, dtype=dtype).element_size()
+    shard_tokens = max(1, shard_bytes // bytes_per_token)
+    done = sorted(out_dir.glob("features-*.safetensors"))
+    shards = [_read_shard_meta(p) for p in done]
+    row = shards[-1]["first_row"] + shards[-1]["num_rows"] if shards else 0
+    pending: list[torch.Tensor] = []
+    pending_rows: list[int] = []
+    pending_tokens = 0
+
+    def flush() -> None:
+        nonlocal pending_tokens
+        if not pending:
+            return
+        k = len(shards)
+        feats = torch.cat(pending).contiguous()
+        lengths = torch.tensor([0] + [len(p) for p in pending]).cumsum(0)
+        path = _shard_file(out_dir, k)
+        tmp = path.with_name(f".{path.name}.tmp")
+        save_file({"features": feats, "offsets": lengths}, str(tmp), metadata={"first_row": str(pending_rows[0])})
+        os.replace(tmp, path)
+        shards.append({"file": path.name, "first_row": pending_rows[0], "num_rows": len(pending_rows)})
+        pending.clear()
+        pending_rows.clear()
+        pending_tokens = 0
+
+    bar = tqdm(total=len(ds), initial=row, desc="cache features", unit=" rows")
+    while row < len(ds):
+        batch = [row]
+        longest = len(ds[row]["input_ids"])
+        while batch[-1] + 1 < len(ds):
+            n = len(ds[batch[-1] + 1]["input_ids"])
+            if max(longest, n) * (len(batch) + 1) > batch_tokens:
+                break
+            batch.append(batch[-1] + 1)
+            longest = max(longest, n)
+        rows = [ds[i]["input_ids"] for i in batch]
+        ids = torch.zeros((len(rows), longest), dtype=torch.long)
+        attn = torch.zeros_like(ids)
+        for i, r in enumerate(rows):
+            ids[i, : len(r)] = torch.tensor(r)
+            attn[i, : len(r)] = 1
+        out = target(ids.to(target.device), attention_mask=attn.to(target.device), layer_ids=layer_ids)
+        for i, r in enumerate(rows):
+            pending.append(out.features[i, : len(r)].to("cpu", dtype))
+            pending_rows.append(batch[i])
+            pending_tokens += len(r)
+            if pending_tokens >= shard_tokens:
+                flush()
+        row = batch[-1] + 1
+        bar.update(len(batch))
+    bar.close()
+    flush()
+    num_tokens = manifest["counts"]["tokens"]
+    index = {
+        "created": timestamp(),
+        "dataset": str(Path(dataset_dir).resolve()),
+        "num_rows": len(ds),
+        "num_tokens": num_tokens,
+        "layer_ids": list(layer_ids),
+        "width": width,
+        "dtype": str(dtype).removeprefix("torch."),
+        "bytes_per_token": bytes_per_token,
+        "bytes_total": sum((out_dir / s["file"]).stat().st_size for s in shards),
+        "target": target_record(target),
+        "dataset_manifest_created": manifest.get("created"),
+        "shards": shards,
+    }
+    write_json_atomic(out_dir / INDEX, index)
+    print(f"cache: {num_tokens} tokens, {bytes_per_token} bytes/token, {index['bytes_total'] / 2**20:.1f} MiB")
+    return index
+
+
+def _read_shard_meta(path: Path) -> dict[str, Any]:
+    with safe_open(str(path), framework="pt") as f:
+        first = int(f.metadata()["first_row"])
+        n = f.get_slice("offsets").get_shape()[0] - 1
+    return {"file": path.name, "first_row": first, "num_rows": n}
+
+
+class FeatureCache:
+    """Read side: `cache[i]` is row i's features [T_i, K*H], sliced lazily from its shard."""
+
+    def __init__(self, path: str | Path) -> None:
+        self.path = Path(path)
+        index_file = self.path / INDEX
+        if not index_file.is_file():
+            raise FileNotFoundError(f"{self.path}: no {INDEX}; the feature cache is missing or was not finished")
+        self.index = json.loads(index_file.read_text())
+        self.layer_ids = self.index["layer_ids"]
+        self._starts = [s["first_row"] for s in self.index["shards"]]
+        self._offsets: dict[int, torch.Tensor] = {}
+        self._handles: dict[int, Any] = {}
+
+    def __len__(self) -> int:
+        return self.index["num_rows"]
+
+    def _shard(self, k: int) -> Any:
+        if k not in self._handles:  # opened lazily: each DataLoader worker gets its own handles
+            handle = safe_open(str(self.path / self.index["shards"][k]["file"]), framework="pt")
+            self._handles[k] = handle
+            self._offsets[k] = handle.get_tensor("offsets")
+        return self._handles[k]
+
+    def __getitem__(self, row: int) -> torch.Tensor:
+        if not 0 <= row < len(self):
+            raise IndexError(f"row {row} outside the cache's {len(self)} rows")
+        k = bisect.bisect_right(self._starts, row) - 1
+        handle = self._shard(k)
+        local = row - self._starts[k]
+        a, b = self._offsets[k][local].item(), self._offsets[k][local + 1].item()
+        return handle.get_slice("features")[a:b]

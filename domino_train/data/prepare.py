@@ -1,0 +1,101 @@
+"""Stage 1, prepare: sources -> normalised, de-duplicated, filtered conversations in JSONL shards.
+
+Rules, applied in this order to every record: parse (`malformed_json`, `truncated`), normalise
+(`schema.normalize`: `not_an_object`, `no_messages`, `unknown_role`, ...), drop rows longer than
+`max_chars` characters in total (`too_long`), keep at most `max_user_turns` user turns (later turns are
+cut, not the row), drop exact duplicates of an earlier row (`duplicate`). Every drop is counted by
+reason in `summary.json`; nothing is dropped silently. Output replaces the folder atomically.
+"""
+
+from __future__ import annotations
+
+import shutil
+import tempfile
+from collections import Counter
+from pathlib import Path
+from typing import Any
+
+from tqdm.auto import tqdm
+
+from domino_train.data.schema import MalformedRow, content_hash, normalize
+from domino_train.data.shards import shard_path, write_json_atomic, write_jsonl_atomic
+from domino_train.data.sources import Source
+
+
+def cut_user_turns(row: dict[str, Any], max_user_turns: int) -> dict[str, Any]:
+    """Keep the conversation up to (excluding) its (max_user_turns + 1)-th user message."""
+    seen, out = 0, []
+    for m in row["conversations"]:
+        if m["role"] == "user":
+            seen += 1
+            if seen > max_user_turns:
+                break
+        out.append(m)
+    return {**row, "conversations": out}
+
+
+def prepare(
+    sources: dict[str, Source],
+    out_dir: str | Path,
+    max_chars: int = 32_000,
+    max_user_turns: int | None = None,
+    shard_size: int = 10_000,
+) -> dict[str, Any]:
+    """Write `out_dir/shard-*.jsonl` and `out_dir/summary.json`; returns the summary."""
+    out_dir = Path(out_dir)
+    out_dir.parent.mkdir(parents=True, exist_ok=True)
+    tmp = Path(tempfile.mkdtemp(dir=out_dir.parent, prefix=f".{out_dir.name}-"))
+    seen: set[str] = set()
+    summary: dict[str, Any] = {"sources": {}, "kept": 0, "dropped": 0}
+    buffer: list[dict[str, Any]] = []
+    n_shards = 0
+
+    def flush() -> None:
+        nonlocal n_shards, buffer
+        if buffer:
+            write_jsonl_atomic(shard_path(tmp, n_shards), buffer)
+            n_shards, buffer = n_shards + 1, []
+
+    try:
+        for name, source in sources.items():
+            kept, dropped = 0, Counter()
+            bar = tqdm(desc=f"prepare {name}", unit=" rows", total=source.limit)
+            for i, raw in enumerate(source.records()):
+                if source.limit is not None and kept >= source.limit:
+                    break
+                try:
+                    if isinstance(raw, MalformedRow):
+                        raise raw
+                    row = normalize(raw, f"{name}-{i}", source.prompt_fields, source.response_field)
+                except MalformedRow as e:
+                    dropped[e.reason] += 1
+                    continue
+                row["id"] = f"{name}/{row['id']}"
+                if sum(len(m["content"]) for m in row["conversations"]) > max_chars:
+                    dropped["too_long"] += 1
+                    continue
+                if max_user_turns is not None:
+                    row = cut_user_turns(row, max_user_turns)
+                key = content_hash(row)
+                if key in seen:
+                    dropped["duplicate"] += 1
+                    continue
+                seen.add(key)
+                buffer.append(row)
+                kept += 1
+                bar.update()
+                if len(buffer) >= shard_size:
+                    flush()
+            bar.close()
+            summary["sources"][name] = {"kept": kept, "dropped": dict(sorted(dropped.items()))}
+            summary["kept"] += kept
+            summary["dropped"] += sum(dropped.values())
+            print(f"prepare {name}: kept {kept}, dropped {sum(dropped.values())} {dict(sorted(dropped.items()))}")
+        flush()
+        write_json_atomic(tmp / "summary.json", summary)
+        if out_dir.exists():
+            shutil.rmtree(out_dir)
+        tmp.rename(out_dir)
+    finally:
+        shutil.rmtree(tmp, ignore_errors=True)
+    return summary

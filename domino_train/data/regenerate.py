@@ -1,0 +1,143 @@
+"""Stage 2, regenerate: replace every assistant turn with the target's own response, turn by turn.
+
+Drafters accept well only on what the target itself says, so each conversation keeps its system and
+user messages and the target answers each user message given the conversation so far (its own earlier
+answers included), through its chat template.
+
+Resumable: the prepared rows are cut into fixed shards of `shard_size` rows; a shard's output file
+appears (atomically) only when all its rows are done, and a restarted run skips the shards that exist.
+Each request's random stream is seeded from (seed, row id, turn), so a redone shard equals the shard an
+uninterrupted run would have written.
+
+Context rule: a turn whose prompt plus `max_new_tokens` exceeds the target's context ends the
+conversation before that turn; a conversation whose first prompt is too long is dropped
+(`prompt_too_long`). An empty response or a backend error ends the conversation the same way
+(`empty_response`, `backend_error` when it happens on the first turn).
+"""
+
+from __future__ import annotations
+
+import hashlib
+import json
+import time
+from collections import Counter
+from collections.abc import Iterator
+from itertools import islice
+from pathlib import Path
+from typing import Any
+
+from tqdm.auto import tqdm
+
+from domino_train.data.backends import Request
+from domino_train.data.shards import read_shards, shard_path, write_json_atomic, write_jsonl_atomic
+
+
+def request_seed(seed: int, row_id: str, turn: int) -> int:
+    digest = hashlib.sha256(f"{seed}:{row_id}:{turn}".encode()).digest()
+    return int.from_bytes(digest[:8], "little") & (2**63 - 1)
+
+
+def _chunks(rows: Iterator[dict[str, Any]], size: int) -> Iterator[list[dict[str, Any]]]:
+    while chunk := list(islice(rows, size)):
+        yield chunk
+
+
+def regenerate_rows(
+    backend: Any, rows: list[dict[str, Any]], seed: int, max_new_tokens: int
+) -> tuple[list[dict[str, Any]], Counter]:
+    """Regenerate one shard's rows; returns the kept rows and the counters of what happened."""
+    stats: Counter = Counter(rows_in=len(rows))
+    convs = [[m for m in r["conversations"] if m["role"] == "system"] for r in rows]
+    users = [[m for m in r["conversations"] if m["role"] == "user"] for r in rows]
+    reasons: list[list[str]] = [[] for _ in rows]
+    ended = [""] * len(rows)
+    for turn in range(max((len(u) for u in users), default=0)):
+        active, requests = [], []
+        for i, row in enumerate(rows):
+            if ended[i] or turn >= len(users[i]):
+                continue
+            messages = convs[i] + [users[i][turn]]
+            n = backend.prompt_tokens(messages)
+            if n is not None and backend.max_context is not None and n + max_new_tokens > backend.max_context:
+                ended[i] = "prompt_too_long"
+                continue
+            active.append(i)
+            requests.append(Request(messages=messages, seed=request_seed(seed, row["id"], turn)))
+        for i, resp in zip(active, backend.generate(requests), strict=True):
+            if resp.error is not None or not resp.text.strip():
+                ended[i] = "backend_error" if resp.error is not None else "empty_response"
+                continue
+            convs[i] += [users[i][turn], {"role": "assistant", "content": resp.text}]
+            reasons[i].append(resp.finish_reason)
+            stats["output_tokens"] += resp.num_tokens
+            stats["turns"] += 1
+    kept = []
+    for i, row in enumerate(rows):
+        if not reasons[i]:
+            stats[f"dropped_{ended[i]}"] += 1
+            continue
+        if ended[i]:
+            stats[f"cut_{ended[i]}"] += 1
+        stats["truncated_responses"] += reasons[i].count("length")
+        kept.append({"id": row["id"], "conversations": convs[i], "finish_reasons": reasons[i]})
+    stats["rows_out"] = len(kept)
+    return kept, stats
+
+
+def regenerate(
+    backend: Any,
+    in_dir: str | Path,
+    out_dir: str | Path,
+    settings: dict[str, Any],
+    max_new_tokens: int,
+    seed: int = 0,
+    shard_size: int = 64,
+    limit: int | None = None,
+) -> dict[str, Any]:
+    """Regenerate the prepared rows of `in_dir` into `out_dir` shards; resumes; returns the summary.
+
+    `settings` (target, sampling, backend, ...) is recorded in `out_dir/settings.json`; resuming into a
+    folder written with other settings is refused, since mixing them would corrupt the set silently.
+    """
+    in_dir, out_dir = Path(in_dir), Path(out_dir)
+    settings = {**settings, "max_new_tokens": max_new_tokens, "seed": seed, "shard_size": shard_size, "limit": limit}
+    recorded = out_dir / "settings.json"
+    if recorded.is_file():
+        previous = json.loads(recorded.read_text())
+        if previous != json.loads(json.dumps(settings)):
+            raise ValueError(
+                f"{out_dir} holds a regeneration with other settings ({previous}); "
+                "resume with the same settings, or choose a new output folder"
+            )
+    write_json_atomic(recorded, settings)
+    rows = read_shards(in_dir)
+    if limit is not None:
+        rows = islice(rows, limit)
+    prepared = in_dir / "summary.json"
+    known = [
+        n for n in (json.loads(prepared.read_text())["kept"] if prepared.is_file() else None, limit) if n is not None
+    ]
+    total = min(known) if known else None
+    totals: Counter = Counter()
+    start = time.perf_counter()
+    bar = tqdm(desc="regenerate", unit=" rows", total=total)
+    for k, chunk in enumerate(_chunks(iter(rows), shard_size)):
+        out, stats_file = shard_path(out_dir, k), shard_path(out_dir, k).with_suffix(".stats.json")
+        if out.is_file() and stats_file.is_file():
+            totals.update(json.loads(stats_file.read_text()))
+            bar.update(len(chunk))
+            continue
+        shard_start = time.perf_counter()
+        kept, stats = regenerate_rows(backend, chunk, seed, max_new_tokens)
+        stats["seconds"] = round(time.perf_counter() - shard_start, 3)
+        write_json_atomic(stats_file, dict(stats))
+        write_jsonl_atomic(out, kept)
+        totals.update(stats)
+        bar.update(len(chunk))
+        bar.set_postfix(tok_s=f"{stats['output_tokens'] / max(stats['seconds'], 1e-9):.1f}")
+    bar.close()
+    summary = dict(sorted(totals.items()))
+    summary["output_tokens_per_s"] = round(totals["output_tokens"] / max(totals["seconds"], 1e-9), 2)
+    summary["wall_seconds_this_run"] = round(time.perf_counter() - start, 3)
+    write_json_atomic(out_dir / "summary.json", summary)
+    return summary

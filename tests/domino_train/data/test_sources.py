@@ -1,0 +1,59 @@
+import io
+import json
+
+import pytest
+
+from domino_train.data.schema import MalformedRow
+from domino_train.data.sources import LocalFiles, ShareGPTPackage, iter_file, iter_json_array
+
+
+def _items(text: str):
+    return list(iter_json_array(io.StringIO(text)))
+
+
+def test_json_array_streams_records_and_keeps_complete_ones_of_a_truncated_file():
+    rows = [{"id": i, "text": 'a "quoted" ] } [ { string\\'} for i in range(3)]
+    text = json.dumps(rows, indent=2)
+    assert _items(text) == rows
+    cut = _items(text[: text.rindex('"text"')])  # cut inside the last record
+    assert cut[:2] == rows[:2] and isinstance(cut[2], MalformedRow) and cut[2].reason == "truncated"
+
+
+def test_a_corrupt_record_in_the_middle_is_skipped_not_fatal():
+    text = '[{"id": 1}, {"id": 2, "x": tru}, {"id": 3, "nested": [{"a": "}"}]}]'
+    items = _items(text)
+    assert items[0] == {"id": 1} and items[2] == {"id": 3, "nested": [{"a": "}"}]}
+    assert isinstance(items[1], MalformedRow) and items[1].reason == "malformed_json"
+
+
+def test_records_larger_than_the_read_chunk(monkeypatch):
+    import domino_train.data.sources as sources
+
+    monkeypatch.setattr(sources, "_CHUNK", 7)
+    rows = [{"id": i, "text": "x" * 50} for i in range(4)]
+    assert _items(json.dumps(rows)) == rows
+
+
+def test_jsonl_and_parquet_files(tmp_path):
+    jsonl = tmp_path / "a.jsonl"
+    jsonl.write_text('{"id": 1}\nnot json\n\n{"id": 2}\n')
+    items = list(iter_file(jsonl))
+    assert items[0] == {"id": 1} and items[2] == {"id": 2} and items[1].reason == "malformed_json"
+    import pyarrow as pa
+    import pyarrow.parquet as pq
+
+    pq.write_table(pa.table({"id": ["x", "y"], "instruction": ["i1", "i2"]}), tmp_path / "b.parquet")
+    assert [r["id"] for r in iter_file(tmp_path / "b.parquet")] == ["x", "y"]
+
+
+def test_missing_or_unsupported_files_name_the_path(tmp_path):
+    with pytest.raises(FileNotFoundError, match="nope.jsonl"):
+        list(LocalFiles(name="mine", paths=[str(tmp_path / "nope.jsonl")]).records())
+    (tmp_path / "a.csv").write_text("x")
+    with pytest.raises(ValueError, match="unsupported file type"):
+        list(iter_file(tmp_path / "a.csv"))
+
+
+def test_bundled_sharegpt_first_records():
+    first = next(iter(ShareGPTPackage(name="sharegpt").records()))
+    assert first["id"] == "QWJhYvA_0" and first["conversations"][0]["from"] == "human"
