@@ -134,17 +134,19 @@ class DrafterConfig:
         head: str | None = DOMINO_PROJECTOR,
         target_layer_ids: list[int] | None = None,
         mask_token_id: int | None = None,
+        intermediate_size: int | None = None,
         **overrides: Any,
     ) -> DrafterConfig:
         """Derive a drafter for a Hugging Face target config (width, heads, vocab, RoPE from the target).
 
-        `overrides` may set any other field (e.g. `intermediate_size`, `gru_hidden_dim`, `correction_rank`).
+        None means "as the target" (`intermediate_size`) or "by the default rule" (`target_layer_ids`,
+        `mask_token_id`); `overrides` may set any other field (e.g. `gru_hidden_dim`, `correction_rank`).
         """
         num_target_layers = hf_config.num_hidden_layers
         heads = hf_config.num_attention_heads
         fields = dict(
             hidden_size=hf_config.hidden_size,
-            intermediate_size=hf_config.intermediate_size,
+            intermediate_size=intermediate_size or hf_config.intermediate_size,
             num_hidden_layers=num_draft_layers,
             num_attention_heads=heads,
             num_key_value_heads=getattr(hf_config, "num_key_value_heads", None) or heads,

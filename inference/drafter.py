@@ -90,7 +90,7 @@ class DominoDrafter(nn.Module):
         return hidden.view(b, num_blocks, bs, -1)
 
     def block_logits(self, hidden: torch.Tensor, causal_tokens: torch.Tensor | None = None) -> BlockLogits:
-        """Base and final logits of the draft tokens of blocks [..., B, H].
+        """Base and final logits of the draft tokens of blocks [..., B, H], the GRU teacher-forced.
 
         `causal_tokens` [..., D]: the tokens the GRU consumes (block token 0 = root, then draft tokens
         1..D-1); teacher forcing passes the ground truth. Draft token j uses the state after tokens
@@ -110,6 +110,30 @@ class DominoDrafter(nn.Module):
         p = self.config.pure_draft_prefix_len
         corrected = base[..., p:, :] + self.head.correction(h[..., p:, :], states[..., p:, :])
         return BlockLogits(base=base, final=torch.cat([base[..., :p, :], corrected], dim=-2))
+
+    def rollout_logits(self, hidden: torch.Tensor, root_ids: torch.Tensor) -> BlockLogits:
+        """Base and final logits with the GRU fed the drafter's own greedy drafts, as at inference.
+
+        Training-time testing: draft token j = argmax of its final logits (detached: gradients flow
+        through the GRU states, not through the choice of tokens), consumed before draft j + 1. Equal to
+        `block_logits(hidden, [root, drafts 1..D-1])`, computed sequentially.
+        """
+        h = self.draft_hidden_slice(hidden)
+        base = self.lm_head(h)
+        if self.head is None:
+            return BlockLogits(base=base, final=base)
+        p = self.config.pure_draft_prefix_len
+        state = self.head.init_state(root_ids.numel(), h.device, h.dtype).view(*root_ids.shape, -1)
+        state = self.head.step(self.embed(root_ids).to(h.dtype), state)
+        finals = []
+        for j in range(h.shape[-2]):
+            logits = base[..., j, :]
+            if j + 1 > p:
+                logits = logits + self.head.correction(h[..., j, :], state)
+            finals.append(logits)
+            if j + 1 < h.shape[-2]:
+                state = self.head.step(self.embed(logits.argmax(-1).detach()).to(h.dtype), state)
+        return BlockLogits(base=base, final=torch.stack(finals, dim=-2))
 
     # --------------------------------------------------------------------------- decoding
     def new_cache(self, batch_size: int = 1, capacity: int = 4096) -> DraftKVCache:

@@ -48,8 +48,15 @@ class DominoHead(nn.Module):
         return n + z * (state - n)
 
     def step(self, token_embeds: torch.Tensor, state: torch.Tensor) -> torch.Tensor:
-        """One GRU step: the state after also consuming `token_embeds` [..., H]."""
-        return self.step_projected(self.input_projection(token_embeds), state)
+        """One GRU step: the state after also consuming `token_embeds` [..., H].
+
+        Goes through the `nn.GRU` module (not its raw weights), so it also works where parameters are
+        gathered by module hooks (DeepSpeed ZeRO-3 training).
+        """
+        lead = state.shape[:-1]
+        x = token_embeds.reshape(-1, 1, token_embeds.shape[-1])
+        _, h = self.prefix_gru(x, state.reshape(1, -1, state.shape[-1]).contiguous())
+        return h.view(*lead, -1)
 
     def encode(self, token_embeds: torch.Tensor) -> torch.Tensor:
         """All states of a teacher-forced sequence [n, L, H] -> [n, L, G]; index j = after tokens 0..j."""
@@ -65,7 +72,7 @@ class DominoHead(nn.Module):
         [M] are shared by every leading index.
         """
         z = F.silu(self.embed_proj[0](torch.cat([hidden, state], dim=-1)))
-        w2 = self.embed_proj[2].weight
         if candidate_ids is None:
-            return F.linear(z, w2)
+            return self.embed_proj[2](z)
+        w2 = self.embed_proj[2].weight
         return torch.matmul(w2[candidate_ids], z.unsqueeze(-1)).squeeze(-1)

@@ -2,10 +2,17 @@
 
 from __future__ import annotations
 
-import pytest
-import torch
+import os
 
-from inference import DominoDrafter, DrafterConfig, tiny_target
+# Tests never touch the network: without this, a hub lookup (e.g. Qwen3's tokenizer) waits for timeouts.
+os.environ.setdefault("HF_HUB_OFFLINE", "1")
+os.environ.setdefault("HF_DATASETS_OFFLINE", "1")
+os.environ.setdefault("WANDB_MODE", "offline")
+
+import pytest  # noqa: E402
+import torch  # noqa: E402
+
+from inference import DominoDrafter, DrafterConfig, tiny_target  # noqa: E402
 
 # Tiny models gain nothing from intra-op threads, and OpenMP threads that spin while another process holds
 # the other core slow small matmuls by 100x; one thread keeps the suite fast and its timing stable.

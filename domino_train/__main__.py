@@ -1,0 +1,3 @@
+from domino_train.train import main
+
+main()

@@ -1,0 +1,82 @@
+"""Training callbacks: the drafter export at the end of fit, and tokens/s on the progress bar."""
+
+from __future__ import annotations
+
+import contextlib
+import json
+import time
+from pathlib import Path
+from typing import Any
+
+import lightning as L
+import torch
+import yaml
+from lightning.pytorch.callbacks import Callback
+
+from inference.checkpoint import save_checkpoint
+
+
+class ExportDrafter(Callback):
+    """Write the trained drafter to `dirpath` in the public Domino / DFlash format when fit ends.
+
+    Beside `config.json` and `model.safetensors` it records `data_manifest.json` (which data trained it)
+    and `training_config.yaml` (the resolved run configuration).
+    """
+
+    def __init__(self, dirpath: str, dtype: str = "bfloat16") -> None:
+        self.dirpath, self.dtype = Path(dirpath), getattr(torch, dtype)
+        self.exported: Path | None = None
+
+    def on_train_end(self, trainer: L.Trainer, pl_module: L.LightningModule) -> None:
+        with gathered_parameters(trainer, pl_module.drafter):
+            if trainer.is_global_zero:
+                self.exported = write_export(
+                    pl_module.drafter,
+                    self.dirpath,
+                    self.dtype,
+                    pl_module.data_manifest,
+                    pl_module.hparams.get("run_config"),
+                )
+                print(f"exported drafter -> {self.exported}")
+        trainer.strategy.barrier()
+
+
+def write_export(
+    drafter: torch.nn.Module, dirpath: Path, dtype: torch.dtype, manifest: dict[str, Any], run_config: Any
+) -> Path:
+    """The export folder: weights + config in the public layout, plus data manifest and run config."""
+    save_checkpoint(drafter, dirpath, dtype)
+    (dirpath / "data_manifest.json").write_text(json.dumps(manifest or {}, indent=2))
+    if run_config is not None:
+        (dirpath / "training_config.yaml").write_text(yaml.safe_dump(run_config, sort_keys=False))
+    return dirpath
+
+
+def gathered_parameters(trainer: L.Trainer, module: torch.nn.Module) -> contextlib.AbstractContextManager:
+    """Under DeepSpeed ZeRO-3 the parameters are sharded: gather them (every rank must enter)."""
+    engine = getattr(trainer.strategy, "deepspeed_engine", None)
+    if engine is not None and engine.zero_optimization_stage() == 3:
+        import deepspeed
+
+        return deepspeed.zero.GatheredParameters(list(module.parameters()), modifier_rank=None)
+    return contextlib.nullcontext()
+
+
+class TokensPerSecond(Callback):
+    """Training tokens per second (all ranks), shown on the progress bar and logged."""
+
+    def __init__(self) -> None:
+        self._t0: float | None = None
+
+    def on_train_batch_start(self, trainer: L.Trainer, pl_module: L.LightningModule, batch: Any, idx: int) -> None:
+        self._t0 = time.perf_counter()
+
+    def on_train_batch_end(
+        self, trainer: L.Trainer, pl_module: L.LightningModule, outputs: Any, batch: Any, idx: int
+    ) -> None:
+        if self._t0 is None:
+            return
+        seconds = time.perf_counter() - self._t0
+        tokens = int(batch["attention_mask"].sum()) * trainer.world_size
+        pl_module.log("train/tokens_per_s", tokens / max(seconds, 1e-9), on_step=True, prog_bar=True, batch_size=1)
+        pl_module.log("train/s_per_step", seconds, on_step=True, batch_size=1)

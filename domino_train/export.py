@@ -1,0 +1,77 @@
+"""`domino-export CKPT OUT`: a training checkpoint -> the public drafter folder (see DESIGN.md 2).
+
+CKPT is a Lightning `.ckpt` file or a DeepSpeed ZeRO-2/3 checkpoint directory (which Lightning also
+names `*.ckpt`); both carry the drafter's `config.json` and the data manifest (`on_save_checkpoint`).
+Every drafter weight must be present: a checkpoint that lost part of the drafter is refused, never
+exported with random weights.
+"""
+
+from __future__ import annotations
+
+import argparse
+import tempfile
+from pathlib import Path
+from typing import Any
+
+import torch
+
+from domino_train.callbacks import write_export
+from inference.checkpoint import DrafterCheckpointError
+from inference.config import DrafterConfig
+from inference.drafter import DominoDrafter
+
+PREFIX = "drafter."
+
+
+def read_training_checkpoint(path: str | Path) -> dict[str, Any]:
+    """The checkpoint dict of a `.ckpt` file, or of a ZeRO directory consolidated to fp32."""
+    path = Path(path)
+    if path.is_dir():
+        from lightning.pytorch.utilities.deepspeed import convert_zero_checkpoint_to_fp32_state_dict
+
+        with tempfile.TemporaryDirectory() as tmp:
+            convert_zero_checkpoint_to_fp32_state_dict(str(path), str(Path(tmp) / "consolidated.ckpt"))
+            return torch.load(Path(tmp) / "consolidated.ckpt", map_location="cpu", weights_only=False)
+    if not path.is_file():
+        raise FileNotFoundError(f"{path}: no such checkpoint (a .ckpt file or a DeepSpeed checkpoint directory)")
+    try:
+        return torch.load(path, map_location="cpu", weights_only=False)
+    except Exception as e:  # torch raises RuntimeError / UnpicklingError / EOFError on damaged files
+        raise DrafterCheckpointError(f"{path}: cannot read the checkpoint ({type(e).__name__}: {e})") from e
+
+
+def drafter_from_checkpoint(ckpt: dict[str, Any], source: str = "checkpoint") -> DominoDrafter:
+    if "drafter_config" not in ckpt:
+        raise DrafterCheckpointError(f"{source}: no drafter_config; was it written by domino_train?")
+    drafter = DominoDrafter(DrafterConfig.from_hf_dict(ckpt["drafter_config"]))
+    state = {k[len(PREFIX) :]: v for k, v in ckpt["state_dict"].items() if k.startswith(PREFIX)}
+    expected = set(drafter.state_dict())
+    missing, unexpected = sorted(expected - set(state)), sorted(set(state) - expected)
+    if missing or unexpected:
+        raise DrafterCheckpointError(f"{source}: missing drafter weights {missing}; unexpected {unexpected}")
+    drafter.load_state_dict({k: v.float() for k, v in state.items()})
+    return drafter
+
+
+def export_checkpoint(ckpt_path: str | Path, out_dir: str | Path, dtype: torch.dtype = torch.bfloat16) -> Path:
+    ckpt = read_training_checkpoint(ckpt_path)
+    drafter = drafter_from_checkpoint(ckpt, str(ckpt_path))
+    run_config = (ckpt.get("hyper_parameters") or {}).get("run_config")
+    return write_export(drafter, Path(out_dir), dtype, ckpt.get("data_manifest") or {}, run_config)
+
+
+def main(argv: list[str] | None = None) -> None:
+    parser = argparse.ArgumentParser(prog="domino-export", description=__doc__.splitlines()[0])
+    parser.add_argument("checkpoint", help="a Lightning .ckpt file or a DeepSpeed checkpoint directory")
+    parser.add_argument("out", help="the drafter folder to write (config.json + model.safetensors)")
+    parser.add_argument("--dtype", default="bfloat16", choices=["bfloat16", "float16", "float32"])
+    args = parser.parse_args(argv)
+    try:
+        out = export_checkpoint(args.checkpoint, args.out, getattr(torch, args.dtype))
+    except (FileNotFoundError, DrafterCheckpointError) as e:
+        raise SystemExit(f"domino-export: {e}") from None
+    print(f"exported drafter -> {out}")
+
+
+if __name__ == "__main__":
+    main()

@@ -1,0 +1,175 @@
+"""`DominoLitModule`: trains a `DominoDrafter` against a frozen target.
+
+Per step: target features (from the batch's feature cache, or one no-grad target forward), random anchor
+blocks drafted in one forward, then `loss = lambda_t * CE(base) + (1 - lambda_t) * CE(final)` with the
+GRU teacher-forced (`causal_input=teacher_forced`) or rolled out on its own greedy drafts
+(`causal_input=ttt`). A drafter without head trains on CE(base) alone.
+
+The target is loaded once per process in `setup` (on that rank's device) and kept outside the module's
+parameters, optimizer and checkpoints; the drafter borrows its embedding and lm_head by reference.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Callable
+from typing import Any
+
+import lightning as L
+import torch
+
+from domino_train.objectives import (
+    acceptance_stats,
+    block_targets,
+    lambda_at,
+    sample_anchors,
+    warmup_cosine,
+    weighted_ce,
+)
+from inference.config import DrafterConfig
+from inference.drafter import DominoDrafter
+from inference.target import TargetModel
+
+CAUSAL_INPUTS = ("teacher_forced", "ttt")
+
+
+class DominoLitModule(L.LightningModule):
+    def __init__(
+        self,
+        drafter_config: dict[str, Any],
+        target: Callable[..., TargetModel],
+        num_anchors: int = 256,
+        gamma: float = 7.0,
+        causal_input: str = "teacher_forced",
+        curriculum: str = "linear",
+        lambda_start: float = 1.0,
+        decay_ratio: float = 1.0,
+        lr: float = 6e-4,
+        weight_decay: float = 0.0,
+        betas: tuple[float, float] = (0.9, 0.95),
+        warmup_ratio: float = 0.04,
+        min_lr_ratio: float = 0.0,
+        flex_attention: str = "auto",
+        seed: int = 0,
+        run_config: dict[str, Any] | None = None,
+    ) -> None:
+        super().__init__()
+        if causal_input not in CAUSAL_INPUTS:
+            raise ValueError(f"causal_input must be one of {CAUSAL_INPUTS}, got {causal_input!r}")
+        lambda_at(0, 1, lambda_start, decay_ratio, curriculum)  # validates the curriculum name now
+        self.save_hyperparameters(ignore=["target"])
+        self.config = DrafterConfig.from_hf_dict(drafter_config)
+        self.drafter = DominoDrafter(self.config)
+        self.target_factory = target
+        self.target: TargetModel | None = None
+        self.data_manifest: dict[str, Any] = {}
+
+    # --------------------------------------------------------------------------- set-up
+    def setup(self, stage: str) -> None:
+        if self.target is None:
+            self.target = self.target_factory(device=self.trainer.strategy.root_device)
+            self.drafter.bind_target(self.target.embed_tokens, self.target.lm_head)
+        datamodule = getattr(self.trainer, "datamodule", None)
+        self.data_manifest = getattr(datamodule, "manifest", {}) or {}
+        cached = getattr(datamodule, "feature_layer_ids", None)
+        if cached is not None and list(cached) != self.config.target_layer_ids:
+            raise ValueError(
+                f"the feature cache holds target layers {cached} but the drafter uses "
+                f"{self.config.target_layer_ids}: rebuild the cache with these layer ids or train with online features"
+            )
+
+    def configure_optimizers(self) -> dict[str, Any]:
+        hp = self.hparams
+        opt = torch.optim.AdamW(
+            self.drafter.parameters(), lr=hp.lr, betas=tuple(hp.betas), weight_decay=hp.weight_decay
+        )
+        total = max(int(self.trainer.estimated_stepping_batches), 1)
+        sched = torch.optim.lr_scheduler.LambdaLR(
+            opt, lambda step: warmup_cosine(step, total, hp.warmup_ratio, hp.min_lr_ratio)
+        )
+        return {"optimizer": opt, "lr_scheduler": {"scheduler": sched, "interval": "step"}}
+
+    # --------------------------------------------------------------------------- the objective
+    def lambda_t(self) -> float:
+        hp = self.hparams
+        total = max(int(self.trainer.estimated_stepping_batches), 1)
+        return lambda_at(self.global_step, total, hp.lambda_start, hp.decay_ratio, hp.curriculum)
+
+    def _use_flex(self) -> bool:
+        mode = self.hparams.flex_attention
+        return mode == "on" or (mode == "auto" and self.device.type == "cuda")
+
+    def _step(self, batch: dict[str, torch.Tensor], generator: torch.Generator) -> dict[str, Any]:
+        ids, loss_mask = batch["input_ids"], batch["loss_mask"]
+        features = batch.get("features")
+        if features is None:
+            with torch.no_grad():
+                out = self.target(ids, attention_mask=batch["attention_mask"], layer_ids=self.config.target_layer_ids)
+                features = out.features
+        anchors = sample_anchors(loss_mask, self.hparams.num_anchors, generator)
+        targets = block_targets(ids, loss_mask, anchors, self.config.num_draft_tokens, self.hparams.gamma)
+        hidden = self.drafter.forward_blocks(features, ids, anchors, use_flex=self._use_flex())
+        if self.drafter.head is not None and self.hparams.causal_input == "ttt":
+            logits = self.drafter.rollout_logits(hidden, targets.causal_tokens[..., 0])
+        else:
+            logits = self.drafter.block_logits(hidden, targets.causal_tokens if self.drafter.head else None)
+        ce_base = weighted_ce(logits.base, targets)
+        if self.drafter.head is None:
+            lam, ce_final, loss = 1.0, ce_base, ce_base
+        else:
+            lam = self.lambda_t()
+            ce_final = weighted_ce(logits.final, targets)
+            loss = lam * ce_base + (1 - lam) * ce_final
+        acc_base, tau_base = acceptance_stats(logits.base, targets)
+        acc_final, tau_final = acceptance_stats(logits.final, targets)
+        return dict(
+            loss=loss,
+            ce_base=ce_base,
+            ce_final=ce_final,
+            lam=lam,
+            tau_base=tau_base,
+            tau_final=tau_final,
+            acc_base=acc_base,
+            acc_final=acc_final,
+            tokens=int(batch["attention_mask"].sum()),
+        )
+
+    def _generator(self, stage_offset: int, index: int) -> torch.Generator:
+        """Anchor draws keyed by (seed, step or batch, rank): identical after a resume."""
+        world, rank = self.trainer.world_size, self.trainer.global_rank
+        return torch.Generator().manual_seed(self.hparams.seed + stage_offset + (index * world + rank) * 9973)
+
+    def _log(self, prefix: str, r: dict[str, Any], on_step: bool) -> None:
+        sync = not on_step
+        opts = dict(on_step=on_step, on_epoch=not on_step, sync_dist=sync, batch_size=1)
+        self.log(f"{prefix}/loss", r["loss"], prog_bar=True, **opts)
+        self.log(f"{prefix}/ce_base", r["ce_base"], **opts)
+        self.log(f"{prefix}/ce_final", r["ce_final"], **opts)
+        self.log(f"{prefix}/tau_base", r["tau_base"], **opts)
+        self.log(f"{prefix}/tau_final", r["tau_final"], prog_bar=prefix == "val", **opts)
+        for j, (a, b) in enumerate(zip(r["acc_base"], r["acc_final"], strict=True), start=1):
+            self.log(f"{prefix}/acc_base/pos{j:02d}", a, **opts)
+            self.log(f"{prefix}/acc_final/pos{j:02d}", b, **opts)
+        if prefix == "train":
+            self.log("train/lambda", r["lam"], prog_bar=True, **opts)
+            self.log("train/lr", self.trainer.optimizers[0].param_groups[0]["lr"], **opts)
+
+    def training_step(self, batch: dict[str, torch.Tensor], batch_idx: int) -> torch.Tensor:
+        r = self._step(batch, self._generator(0, self.trainer.fit_loop.epoch_loop.total_batch_idx))
+        self._log("train", r, on_step=True)
+        self.log("train/tokens", float(r["tokens"]), on_step=True, reduce_fx="sum", batch_size=1)
+        return r["loss"]
+
+    def on_before_optimizer_step(self, optimizer: torch.optim.Optimizer) -> None:
+        norms = [p.grad.detach().norm() for p in self.drafter.parameters() if p.grad is not None]
+        if norms:  # (DeepSpeed keeps its gradients to itself and clips them internally)
+            self.log("train/grad_norm", torch.stack(norms).norm(), on_step=True, batch_size=1)
+
+    def validation_step(self, batch: dict[str, torch.Tensor], batch_idx: int) -> None:
+        r = self._step(batch, self._generator(1 << 40, batch_idx))
+        self._log("val", r, on_step=False)
+
+    # --------------------------------------------------------------------------- checkpoints
+    def on_save_checkpoint(self, checkpoint: dict[str, Any]) -> None:
+        """Checkpoints carry what `domino-export` needs: the drafter's config.json and the data manifest."""
+        checkpoint["drafter_config"] = self.config.to_hf_dict()
+        checkpoint["data_manifest"] = self.data_manifest

@@ -1,0 +1,51 @@
+"""A DeepSpeed strategy that also runs on CPUs, so ZeRO-2/3 training and checkpoints are testable here.
+
+Lightning's `DeepSpeedStrategy` refuses non-CUDA accelerators, validates CUDA device indices, and hands
+DeepSpeed the CUDA device index; on a CPU there is none. This subclass lifts exactly those three
+CUDA assumptions (DeepSpeed itself falls back to its CPU accelerator and a gloo process group) and
+launches its processes with `spawn`, which works inside pytest (the plain subprocess launcher re-runs
+the whole pytest command in each child). On GPUs use Lightning's own `DeepSpeedStrategy`.
+"""
+
+from __future__ import annotations
+
+import os
+
+import torch
+from lightning.fabric.utilities.seed import reset_seed
+from lightning.pytorch.strategies import DDPStrategy, DeepSpeedStrategy
+from lightning.pytorch.strategies.launchers.multiprocessing import _MultiProcessingLauncher
+
+
+class _SpawnWithoutWeightTransfer(_MultiProcessingLauncher):
+    """Spawned workers export and checkpoint the drafter themselves; under ZeRO-3 rank 0's state_dict
+    holds only its shard, so the weights are not loaded back into the main process."""
+
+    def _recover_results_in_main_process(self, worker_output, trainer) -> None:  # noqa: ANN001
+        if worker_output.weights_path is not None:
+            os.remove(worker_output.weights_path)
+        super()._recover_results_in_main_process(worker_output._replace(weights_path=None), trainer)
+
+
+class CPUDeepSpeedStrategy(DeepSpeedStrategy):
+    strategy_name = "deepspeed_cpu"
+
+    def __init__(self, *args, **kwargs) -> None:
+        os.environ.setdefault("DS_ACCELERATOR", "cpu")
+        kwargs.setdefault("process_group_backend", "gloo")
+        super().__init__(*args, **kwargs)
+
+    @property
+    def root_device(self) -> torch.device:
+        return torch.device("cpu", self.local_rank)  # DeepSpeed wants a device index, even on a CPU
+
+    def setup_environment(self) -> None:
+        DDPStrategy.setup_environment(self)  # skips DeepSpeedStrategy's "CUDA only" check
+
+    def setup_distributed(self) -> None:
+        reset_seed()  # as DeepSpeedStrategy, minus its CUDA device-index validation
+        self.set_world_ranks()
+        self._init_deepspeed_distributed()
+
+    def _configure_launcher(self) -> None:
+        self._launcher = _SpawnWithoutWeightTransfer(self, start_method="spawn")

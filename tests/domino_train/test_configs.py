@@ -1,0 +1,69 @@
+"""Every experiment composes and builds its drafter on the meta device (no GPU, no weights)."""
+
+import subprocess
+import sys
+from pathlib import Path
+
+import pytest
+import torch
+from hydra.errors import ConfigCompositionException
+
+from domino_train import CONF_DIR
+from domino_train.train import drafter_config
+from inference import DominoDrafter, load_target
+
+EXPERIMENTS = sorted(p.stem for p in (Path(CONF_DIR) / "experiment").glob("*.yaml"))
+
+
+def test_the_paper_experiments_are_all_there():
+    assert {
+        "qwen3_8b_curriculum",
+        "qwen3_4b_curriculum",
+        "qwen3_8b_dflash",
+        "qwen3_8b_ttt",
+        "qwen3_8b_no_curriculum",
+        "tiny",
+        "smollm2_domino",
+    } <= set(EXPERIMENTS)
+
+
+@pytest.mark.parametrize("experiment", EXPERIMENTS)
+def test_experiment_composes_and_builds_on_meta(experiment, tmp_path, compose_train):
+    cfg = compose_train([f"experiment={experiment}"], tmp_path)
+    if cfg.target.spec == "smollm2":
+        pytest.importorskip("gguf")
+    target = load_target(cfg.target.spec, device="meta")
+    config = drafter_config(cfg, target)
+    with torch.device("meta"):
+        drafter = DominoDrafter(config)
+    assert (drafter.head is None) == (cfg.drafter.head is None)
+    assert config.block_size == cfg.drafter.block_size
+    if experiment.startswith("qwen3_8b"):
+        assert config.target_layer_ids == [1, 9, 17, 25, 33] and config.mask_token_id == 151669
+        assert sum(p.numel() for p in drafter.backbone.parameters()) / 1e6 == pytest.approx(1048.6, abs=0.1)
+
+
+def test_ablations_are_one_line_overrides(tmp_path, compose_train):
+    base = compose_train(["experiment=qwen3_8b_curriculum"], tmp_path)
+    assert compose_train(["experiment=qwen3_8b_dflash"], tmp_path).drafter.head is None
+    assert compose_train(["experiment=qwen3_8b_ttt"], tmp_path).train.causal_input == "ttt"
+    no_cur = compose_train(["experiment=qwen3_8b_no_curriculum"], tmp_path).train
+    assert no_cur.curriculum == "none" and no_cur.lambda_start == 0.0
+    assert compose_train(["experiment=qwen3_8b_curriculum", "drafter.head=null"], tmp_path).drafter.head is None
+    assert base.trainer.precision == "bf16-mixed" and base.train.lr == 6e-4 and base.trainer.max_epochs == 6
+
+
+def test_unknown_keys_are_rejected(tmp_path, compose_train):
+    with pytest.raises(ConfigCompositionException):
+        compose_train(["experiment=tiny", "train.lrr=1.0"], tmp_path)
+
+
+def test_print_config_without_gpu_or_weights():
+    out = subprocess.run(
+        [sys.executable, "-m", "domino_train", "experiment=qwen3_8b_curriculum", "--cfg", "job"],
+        capture_output=True,
+        text=True,
+        timeout=120,
+    )
+    assert out.returncode == 0, out.stderr
+    assert "spec: Qwen/Qwen3-8B" in out.stdout and "stage: 2" in out.stdout

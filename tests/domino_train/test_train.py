@@ -1,0 +1,169 @@
+"""End-to-end training on the tiny experiment: export, resume, checkpoints, strategies, offline features."""
+
+from pathlib import Path
+
+import pytest
+import torch
+from lightning.pytorch.callbacks import Callback
+
+from domino_train.export import export_checkpoint
+from domino_train.export import main as export_main
+from domino_train.train import build, train
+from inference import DominoDrafter, DrafterCheckpointError, tiny_target
+
+
+class Recorder(Callback):
+    def __init__(self, stop_after: int | None = None):
+        self.losses, self.stop_after = {}, stop_after
+
+    def on_train_batch_end(self, trainer, module, outputs, batch, idx):
+        self.losses[trainer.global_step] = float(outputs["loss"])
+        if self.stop_after is not None and trainer.global_step >= self.stop_after:
+            raise RuntimeError("simulated kill")
+
+
+def _fit(cfg, recorder=None):
+    module, datamodule, trainer = build(cfg)
+    if recorder is not None:
+        trainer.callbacks.append(recorder)
+    trainer.fit(module, datamodule=datamodule, ckpt_path=cfg.ckpt_path)
+    return module, trainer
+
+
+def test_tiny_experiment_trains_and_exports(tiny_cfg, tmp_path):
+    cfg = tiny_cfg("trainer.max_steps=12", "callbacks.model_checkpoint.every_n_train_steps=6")
+    metrics = train(cfg)
+    export = tmp_path / "run" / "export"
+    drafter = DominoDrafter.from_pretrained(export, target_config=tiny_target().config)
+    assert drafter.config.block_size == 8 and drafter.head is not None
+    assert (export / "data_manifest.json").is_file() and (export / "training_config.yaml").is_file()
+    assert {"train/loss", "train/lambda", "val/tau_final", "val/ce_base"} <= set(metrics)
+    ckpt = torch.load(tmp_path / "run" / "checkpoints" / "last.ckpt", map_location="cpu", weights_only=False)
+    assert all(k.startswith("drafter.") for k in ckpt["state_dict"])  # the frozen target never enters
+    n_params = sum(p.numel() for p in drafter.parameters())
+    state = ckpt["optimizer_states"][0]["state"]
+    assert sum(s["exp_avg"].numel() for s in state.values()) == n_params
+    # domino-export on the Lightning checkpoint writes the same drafter as the end-of-fit export
+    out = export_checkpoint(tmp_path / "run" / "checkpoints" / "last.ckpt", tmp_path / "from_ckpt")
+    again = DominoDrafter.from_pretrained(out)
+    for (k, a), b in zip(drafter.state_dict().items(), again.state_dict().values(), strict=True):
+        assert torch.equal(a, b), k
+
+
+def test_loss_falls_well_below_its_start(tiny_cfg):
+    cfg = tiny_cfg(
+        "trainer.max_steps=80",
+        "data.num_rows=24",
+        "data.val_size=4",
+        "train.warmup_ratio=0.05",
+        "callbacks.export=null",
+        "callbacks.model_checkpoint=null",
+    )
+    rec = Recorder()
+    _fit(cfg, rec)
+    first, last = rec.losses[1], sum(rec.losses[s] for s in range(76, 81)) / 5
+    assert last < 0.5 * first, (first, last)
+
+
+def test_resume_continues_exactly(tiny_cfg, tmp_path):
+    common = [
+        "trainer.max_steps=9",
+        "callbacks.model_checkpoint.every_n_train_steps=4",
+        "callbacks.export=null",
+        "trainer.val_check_interval=100",
+    ]
+    full = Recorder()
+    _fit(tiny_cfg(*common, "paths.output_dir=" + str(tmp_path / "full")), full)
+    killed = Recorder(stop_after=6)
+    with pytest.raises(RuntimeError, match="simulated kill"):
+        _fit(tiny_cfg(*common, "paths.output_dir=" + str(tmp_path / "resumed")), killed)
+    assert (tmp_path / "resumed" / "checkpoints" / "last.ckpt").is_file()
+    resumed = Recorder()
+    _module, trainer = _fit(
+        tiny_cfg(*common, "paths.output_dir=" + str(tmp_path / "resumed"), "ckpt_path=last"), resumed
+    )
+    assert trainer.global_step == 9 and min(resumed.losses) == 5  # restarted after step 4's checkpoint
+    for step in range(5, 10):
+        assert resumed.losses[step] == pytest.approx(full.losses[step], rel=1e-6, abs=1e-7), step
+
+
+def test_offline_features_give_the_online_loss(tmp_path, tiny_cfg):
+    from domino_train.data.feature_cache import build_feature_cache
+    from domino_train.data.prepare import prepare
+    from domino_train.data.sources import LocalFiles
+    from domino_train.data.tokenize import tokenize
+
+    corpus = tmp_path / "c.jsonl"
+    rows = [
+        {"messages": [{"role": "user", "content": f"q{i} " * 3}, {"role": "assistant", "content": f"a{i} " * 8}]}
+        for i in range(12)
+    ]
+    import json
+
+    corpus.write_text("\n".join(json.dumps(r) for r in rows))
+    target = tiny_target()
+    prepare({"c": LocalFiles(name="c", paths=[str(corpus)])}, tmp_path / "prepared")
+    tokenize(target, tmp_path / "prepared", tmp_path / "tokenized", 96)
+    build_feature_cache(target, tmp_path / "tokenized", tmp_path / "features", [1, 3], dtype=torch.float32)
+    data = [
+        "data=tokenized",
+        f"data.path={tmp_path / 'tokenized'}",
+        "data.val_size=2",
+        "data.num_workers=0",
+        "data.batch_size=2",
+        "data.max_length=96",
+        "trainer.max_steps=3",
+        "callbacks.export=null",
+        "callbacks.model_checkpoint=null",
+        "trainer.val_check_interval=100",
+    ]
+    online, offline = Recorder(), Recorder()
+    _fit(tiny_cfg(*data), online)
+    _fit(tiny_cfg(*data, f"data.features_path={tmp_path / 'features'}"), offline)
+    for step in (1, 2, 3):
+        assert offline.losses[step] == pytest.approx(online.losses[step], rel=1e-4), step
+    with pytest.raises(ValueError, match="feature cache holds target layers"):
+        _fit(tiny_cfg(*data, f"data.features_path={tmp_path / 'features'}", "drafter.num_draft_layers=3"))
+
+
+def test_export_refuses_bad_checkpoints(tmp_path):
+    with pytest.raises(SystemExit, match="no such checkpoint"):
+        export_main([str(tmp_path / "missing.ckpt"), str(tmp_path / "out")])
+    (tmp_path / "bad.ckpt").write_bytes(b"not a checkpoint")
+    with pytest.raises(DrafterCheckpointError, match="cannot read the checkpoint"):
+        export_checkpoint(tmp_path / "bad.ckpt", tmp_path / "out")
+    torch.save({"state_dict": {}}, tmp_path / "foreign.ckpt")
+    with pytest.raises(DrafterCheckpointError, match="no drafter_config"):
+        export_checkpoint(tmp_path / "foreign.ckpt", tmp_path / "out")
+
+
+@pytest.mark.slow
+def test_ddp_two_cpu_processes(tiny_cfg, tmp_path):
+    cfg = tiny_cfg(
+        "strategy=ddp_spawn",
+        "trainer.devices=2",
+        "trainer.max_steps=4",
+        "callbacks.model_checkpoint.every_n_train_steps=2",
+    )
+    train(cfg)
+    assert DominoDrafter.from_pretrained(tmp_path / "run" / "export").head is not None
+
+
+@pytest.mark.slow
+@pytest.mark.parametrize("stage", [2, 3])
+def test_deepspeed_zero_on_cpu_and_export_from_the_zero_directory(stage, tiny_cfg, tmp_path):
+    cfg = tiny_cfg(
+        f"strategy=deepspeed_stage_{stage}",
+        "+trainer.strategy.process_group_backend=gloo",
+        "trainer.strategy._target_=domino_train.strategies.CPUDeepSpeedStrategy",
+        "trainer.devices=2",
+        "trainer.max_steps=4",
+        "callbacks.model_checkpoint.every_n_train_steps=4",
+    )
+    train(cfg)
+    zero_dir = tmp_path / "run" / "checkpoints" / "last.ckpt"
+    assert zero_dir.is_dir() and any((zero_dir / "checkpoint").glob("*optim_states.pt"))
+    from_zero = DominoDrafter.from_pretrained(export_checkpoint(zero_dir, tmp_path / "from_zero"))
+    at_end = DominoDrafter.from_pretrained(Path(tmp_path / "run" / "export"))
+    for (k, a), b in zip(at_end.state_dict().items(), from_zero.state_dict().values(), strict=True):
+        assert torch.equal(a, b), k
