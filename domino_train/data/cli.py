@@ -19,77 +19,76 @@ from domino_train.data.tokenize import tokenize
 from inference.config import default_target_layer_ids
 from inference.sampling import SamplingParams
 
-STAGES = ("prepare", "regenerate", "tokenize", "cache")
-
 
 def _read_json(path: Path) -> Any:
     return json.loads(path.read_text()) if path.is_file() else None
 
 
+def _prepare(cfg: DictConfig, out: Path) -> dict[str, Any]:
+    sources = {name: instantiate(spec, name=name) for name, spec in cfg.data.source.sources.items()}
+    return prepare(sources, out / "prepared", **cfg.prepare)
+
+
+def _regenerate(cfg: DictConfig, out: Path) -> dict[str, Any]:
+    backend_cls = get_class(cfg.data.backend._target_)
+    target = instantiate(cfg.target, device=None if backend_cls.needs_weights else "meta")
+    r = cfg.regenerate
+    sampling = SamplingParams(r.temperature, r.top_k, r.top_p)
+    extra = {} if backend_cls.needs_weights else {"chat_template_kwargs": target.chat_template_kwargs}
+    # Objects go in through a partial: instantiate() would turn a dataclass argument into a config.
+    backend = instantiate(cfg.data.backend, _partial_=True)(
+        target=target, sampling=sampling, max_new_tokens=r.max_new_tokens, **extra
+    )
+    settings = {
+        "target": target.name,
+        "chat_template_kwargs": target.chat_template_kwargs,
+        "sampling": vars(sampling),
+        "backend": OmegaConf.to_container(cfg.data.backend),
+    }
+    return regenerate(
+        backend, out / "prepared", out / "regenerated", settings, r.max_new_tokens, r.seed, r.shard_size, r.limit
+    )
+
+
+def _tokenize(cfg: DictConfig, out: Path) -> dict[str, Any]:
+    target = instantiate(cfg.target, device="meta")  # tokenizer and template only
+    t = cfg.tokenize
+    lineage = {
+        "prepared": _read_json(out / "prepared" / "summary.json"),
+        "regenerated": {
+            "settings": _read_json(out / "regenerated" / "settings.json"),
+            "summary": _read_json(out / "regenerated" / "summary.json"),
+        }
+        if t.input == "regenerated"
+        else None,
+        "source_config": OmegaConf.to_container(cfg.data.source),
+    }
+    return tokenize(target, out / t.input, out / "tokenized", t.max_length, t.end_of_turn, lineage)
+
+
+def _cache(cfg: DictConfig, out: Path) -> dict[str, Any]:
+    target = instantiate(cfg.target)
+    c = cfg.cache
+    layer_ids = list(c.layer_ids or default_target_layer_ids(target.num_layers, c.num_draft_layers))
+    return build_feature_cache(
+        target, out / "tokenized", out / "features", layer_ids, getattr(torch, c.dtype), c.shard_bytes, c.batch_tokens
+    )
+
+
+STAGES = {"prepare": _prepare, "regenerate": _regenerate, "tokenize": _tokenize, "cache": _cache}
+
+
 def run(cfg: DictConfig) -> dict[str, Any]:
-    """Run the configured stages in order; returns each stage's summary."""
+    """Run the configured stages in pipeline order; returns each stage's summary."""
     unknown = [s for s in cfg.stages if s not in STAGES]
     if unknown:
         raise ValueError(f"unknown stage(s) {unknown}; choose from {list(STAGES)}")
     out = Path(cfg.out_dir)
     results: dict[str, Any] = {}
-    for stage in [s for s in STAGES if s in cfg.stages]:
-        print(f"== {stage} -> {out}")
-        if stage == "prepare":
-            sources = {name: instantiate(spec, name=name) for name, spec in cfg.data.source.sources.items()}
-            results[stage] = prepare(sources, out / "prepared", **cfg.prepare)
-        elif stage == "regenerate":
-            backend_cls = get_class(cfg.data.backend._target_)
-            target = instantiate(cfg.target, device=None if backend_cls.needs_weights else "meta")
-            r = cfg.regenerate
-            sampling = SamplingParams(r.temperature, r.top_k, r.top_p)
-            extra = {} if backend_cls.needs_weights else {"chat_template_kwargs": target.chat_template_kwargs}
-            # Objects go in through a partial: instantiate() would turn a dataclass argument into a config.
-            make_backend = instantiate(cfg.data.backend, _partial_=True)
-            backend = make_backend(target=target, sampling=sampling, max_new_tokens=r.max_new_tokens, **extra)
-            settings = {
-                "target": target.name,
-                "chat_template_kwargs": target.chat_template_kwargs,
-                "sampling": vars(sampling),
-                "backend": OmegaConf.to_container(cfg.data.backend),
-            }
-            results[stage] = regenerate(
-                backend,
-                out / "prepared",
-                out / "regenerated",
-                settings,
-                r.max_new_tokens,
-                r.seed,
-                r.shard_size,
-                r.limit,
-            )
-        elif stage == "tokenize":
-            target = instantiate(cfg.target, device="meta")  # tokenizer and template only
-            lineage = {
-                "prepared": _read_json(out / "prepared" / "summary.json"),
-                "regenerated": {
-                    "settings": _read_json(out / "regenerated" / "settings.json"),
-                    "summary": _read_json(out / "regenerated" / "summary.json"),
-                }
-                if cfg.tokenize.input == "regenerated"
-                else None,
-                "source_config": OmegaConf.to_container(cfg.data.source),
-            }
-            t = cfg.tokenize
-            results[stage] = tokenize(target, out / t.input, out / "tokenized", t.max_length, t.end_of_turn, lineage)
-        else:
-            target = instantiate(cfg.target)
-            c = cfg.cache
-            layer_ids = list(c.layer_ids or default_target_layer_ids(target.num_layers, c.num_draft_layers))
-            results[stage] = build_feature_cache(
-                target,
-                out / "tokenized",
-                out / "features",
-                layer_ids,
-                getattr(torch, c.dtype),
-                c.shard_bytes,
-                c.batch_tokens,
-            )
+    for stage, fn in STAGES.items():
+        if stage in cfg.stages:
+            print(f"== {stage} -> {out}")
+            results[stage] = fn(cfg, out)
     return results
 
 
