@@ -43,7 +43,7 @@ def method_summary(records: list[Record], reference: list[Record] | None) -> dic
         "num_prompts": len({r.prompt_id for r in done}),
         "num_generations": len(done),
         "num_output_tokens": output_tokens,
-        "skipped_prompts": len({r.prompt_id for r in records if r.skipped}),
+        "skipped_prompts": len({r.prompt_id for r in records if r.skipped}),  # a turn did not fit the context
         "lossless": None,
         "mismatched_generations": None,
         "rounds": rounds,

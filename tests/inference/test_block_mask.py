@@ -2,13 +2,12 @@ import warnings
 
 import torch
 
-from conftest import make_drafter
 from inference.block_mask import anchor_block_mask
 
 ANCHORS = torch.tensor([[4, 10, 15]])
 
 
-def _setup(target, t=24):
+def _setup(make_drafter, target, t=24):
     torch.manual_seed(1)
     drafter = make_drafter(target)
     ids = torch.randint(0, 500, (1, t))
@@ -24,8 +23,8 @@ def test_mask_layout():
     assert not m[3:, :5].any() and m[3:, 8:].all()  # padding block: only itself
 
 
-def test_context_at_or_after_the_anchor_is_invisible(qwen_target):
-    drafter, ids, feats = _setup(qwen_target)
+def test_context_at_or_after_the_anchor_is_invisible(qwen_target, make_drafter):
+    drafter, ids, feats = _setup(make_drafter, qwen_target)
     ref = drafter.forward_blocks(feats, ids, ANCHORS)
     for pos in (10, 11, 20):  # at / after anchor 10
         f = feats.clone()
@@ -39,8 +38,8 @@ def test_context_at_or_after_the_anchor_is_invisible(qwen_target):
     assert torch.equal(out[0, 0], ref[0, 0])  # anchor 4 does not see position 9
 
 
-def test_blocks_are_blind_to_each_other(qwen_target):
-    drafter, ids, feats = _setup(qwen_target)
+def test_blocks_are_blind_to_each_other(qwen_target, make_drafter):
+    drafter, ids, feats = _setup(make_drafter, qwen_target)
     ref = drafter.forward_blocks(feats, ids, ANCHORS)
     ids2 = ids.clone()
     ids2[0, 15] = (ids[0, 15] + 1) % 500  # the root token of the third block only
@@ -49,8 +48,8 @@ def test_blocks_are_blind_to_each_other(qwen_target):
     assert not torch.allclose(out[0, 2], ref[0, 2])
 
 
-def test_attention_inside_a_block_is_bidirectional(qwen_target):
-    drafter, ids, feats = _setup(qwen_target)
+def test_attention_inside_a_block_is_bidirectional(qwen_target, make_drafter):
+    drafter, ids, feats = _setup(make_drafter, qwen_target)
     bb, bs = drafter.backbone, drafter.config.block_size
     fused = bb.fuse(feats)
     ctx = bb.context_kv(fused, torch.arange(feats.shape[1]).unsqueeze(0))
@@ -65,8 +64,8 @@ def test_attention_inside_a_block_is_bidirectional(qwen_target):
     assert torch.equal(out[0, :bs], ref[0, :bs]) and torch.equal(out[0, 2 * bs :], ref[0, 2 * bs :])
 
 
-def test_flex_attention_agrees_with_sdpa(qwen_target):
-    drafter, ids, feats = _setup(qwen_target)
+def test_flex_attention_agrees_with_sdpa(qwen_target, make_drafter):
+    drafter, ids, feats = _setup(make_drafter, qwen_target)
     anchors = torch.tensor([[4, 10, -1]])
     with warnings.catch_warnings(), torch.no_grad():  # flex has no CPU backward; training uses it on GPU
         warnings.simplefilter("ignore")

@@ -5,7 +5,6 @@ import pytest
 import torch
 from safetensors.torch import load_file, save_file
 
-from conftest import make_drafter
 from inference import DominoDrafter, DrafterCheckpointError, load_target_config
 
 
@@ -20,7 +19,7 @@ def _logits(drafter, target):
 
 
 @pytest.mark.parametrize("head", ["domino", None])
-def test_round_trip_gives_identical_logits(qwen_target, tmp_path, head):
+def test_round_trip_gives_identical_logits(qwen_target, tmp_path, head, make_drafter):
     drafter = make_drafter(qwen_target, head=head)
     drafter.save_pretrained(tmp_path, dtype=torch.float32)
     loaded = DominoDrafter.from_pretrained(tmp_path, target_config=qwen_target.config)

@@ -1,11 +1,10 @@
 import pytest
 import torch
 
-from conftest import make_drafter
 from inference import DominoDrafter, DraftKVCache
 
 
-def test_decoding_path_equals_the_training_path(any_tiny_target):
+def test_decoding_path_equals_the_training_path(any_tiny_target, make_drafter):
     target = any_tiny_target
     drafter = make_drafter(target)
     ids = torch.randint(0, 500, (1, 30))
@@ -33,7 +32,7 @@ def test_draft_cache_holds_only_context():
         cache.crop(2)
 
 
-def test_shift_label_drafts_the_whole_block(qwen_target):
+def test_shift_label_drafts_the_whole_block(qwen_target, make_drafter):
     drafter = make_drafter(qwen_target, shift_label=True)
     assert drafter.config.num_draft_tokens == drafter.config.block_size
     hidden = torch.randn(2, drafter.config.block_size, drafter.config.hidden_size)
@@ -50,7 +49,7 @@ def test_target_modules_are_not_parameters_of_the_drafter(drafter, qwen_target):
     assert id(qwen_target.embed_tokens.weight) not in params
 
 
-def test_binding_errors(qwen_target):
+def test_binding_errors(qwen_target, make_drafter):
     drafter = make_drafter(qwen_target)
     unbound = DominoDrafter(drafter.config)
     with pytest.raises(RuntimeError, match="bind_target"):
@@ -59,7 +58,7 @@ def test_binding_errors(qwen_target):
         unbound.bind_target(torch.nn.Embedding(10, 64), torch.nn.Linear(64, 10))
 
 
-def test_scaled_rope_types_come_from_transformers(qwen_target):
+def test_scaled_rope_types_come_from_transformers(qwen_target, make_drafter):
     rope = {
         "rope_type": "llama3",
         "rope_theta": 500000.0,

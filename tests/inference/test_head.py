@@ -1,8 +1,6 @@
 import pytest
 import torch
 
-from conftest import make_drafter
-
 
 def _blocks(drafter, target, n=3):
     torch.manual_seed(2)
@@ -16,7 +14,7 @@ def _blocks(drafter, target, n=3):
 
 
 @pytest.mark.parametrize("prefix", [0, 1, 2])
-def test_pure_draft_prefix_uses_base_logits(qwen_target, prefix):
+def test_pure_draft_prefix_uses_base_logits(qwen_target, prefix, make_drafter):
     drafter = make_drafter(qwen_target, pure_draft_prefix_len=prefix)
     hidden, causal = _blocks(drafter, qwen_target)
     out = drafter.block_logits(hidden, causal)
@@ -62,7 +60,7 @@ def test_candidate_correction_equals_gathered_full_correction(drafter):
     torch.testing.assert_close(head.correction(h, s, per_row), full.gather(1, per_row))
 
 
-def test_dflash_drafter_final_is_base(qwen_target):
+def test_dflash_drafter_final_is_base(qwen_target, make_drafter):
     drafter = make_drafter(qwen_target, head=None)
     hidden, _ = _blocks(drafter, qwen_target)
     out = drafter.block_logits(hidden)

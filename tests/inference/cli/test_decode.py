@@ -7,7 +7,6 @@ import pytest
 import torch
 from hydra import compose, initialize_config_dir
 
-from conftest import make_drafter, trained_drafter
 from inference import DrafterCheckpointError, tiny_target
 from inference.cli import decode
 
@@ -15,10 +14,10 @@ CONF = str(Path(__file__).parents[3] / "conf")
 QUICK = ["target=tiny", "max_new_tokens=12", "warmup_tokens=4", "progress=false"]
 
 
-@pytest.fixture(scope="module")
-def drafter_path(tmp_path_factory):
-    drafter, _ = trained_drafter(tiny_target("qwen3"))
-    return drafter.save_pretrained(tmp_path_factory.mktemp("drafter"), dtype=torch.float32)
+@pytest.fixture
+def drafter_path(qwen_target, trained_drafter, tmp_path):
+    drafter, _ = trained_drafter(qwen_target)  # the same weights as the `target=tiny` the CLI loads
+    return drafter.save_pretrained(tmp_path / "drafter", dtype=torch.float32)
 
 
 def _cfg(*overrides):
@@ -65,7 +64,7 @@ def test_prompts_longer_than_the_context_are_skipped_and_counted(drafter_path, t
         assert report["results"]["mt-bench"][method]["skipped_prompts"] == 0
 
 
-def test_a_drafter_for_another_target_is_refused_before_loading_it(tmp_path, monkeypatch):
+def test_a_drafter_for_another_target_is_refused_before_loading_it(tmp_path, monkeypatch, make_drafter):
     other = tiny_target("qwen3", hidden_size=32, num_heads=2, num_kv_heads=1)
     path = make_drafter(other).save_pretrained(tmp_path / "other", dtype=torch.float32)
     monkeypatch.setattr(decode.hydra.utils, "instantiate", lambda *a, **k: pytest.fail("the target was loaded"))

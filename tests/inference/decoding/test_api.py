@@ -1,12 +1,11 @@
 import pytest
 import torch
 
-from conftest import make_drafter, trained_drafter
 from inference import generate
 from inference.decoding import DECODING_METHODS, build_decoder
 
 
-def test_generate_from_a_chat_prompt(qwen_target):
+def test_generate_from_a_chat_prompt(qwen_target, trained_drafter):
     drafter, _ = trained_drafter(qwen_target)
     out = generate(qwen_target, "Hello there", drafter, max_new_tokens=12)  # domino: the drafter has a head
     ar = generate(qwen_target, [{"role": "user", "content": "Hello there"}], max_new_tokens=12)
@@ -14,14 +13,14 @@ def test_generate_from_a_chat_prompt(qwen_target):
     assert out.stats.prompt_tokens == len(qwen_target.chat_ids([{"role": "user", "content": "Hello there"}]))
 
 
-def test_seeded_sampling_is_reproducible(qwen_target):
+def test_seeded_sampling_is_reproducible(qwen_target, trained_drafter):
     drafter, _ = trained_drafter(qwen_target)
     kwargs = dict(drafter=drafter, max_new_tokens=16, temperature=1.0, top_k=20, verify="rejection")
     a, b = (generate(qwen_target, [5, 6, 7], seed=3, **kwargs) for _ in range(2))
     assert a.tokens == b.tokens and a.stats.accept_lengths == b.stats.accept_lengths
 
 
-def test_stats_of_a_speculative_generation(qwen_target):
+def test_stats_of_a_speculative_generation(qwen_target, trained_drafter):
     drafter, seqs = trained_drafter(qwen_target)
     out = build_decoder("domino", qwen_target, drafter, stop_token_ids=[]).generate(seqs[0, :9], 30)
     s = out.stats
@@ -33,7 +32,7 @@ def test_stats_of_a_speculative_generation(qwen_target):
     assert len(one.tokens) == 1 and one.stats.tau is None and one.stats.rounds == 0
 
 
-def test_bad_requests(qwen_target):
+def test_bad_requests(qwen_target, make_drafter):
     drafter = make_drafter(qwen_target)
     with pytest.raises(ValueError, match=", ".join(DECODING_METHODS)):
         build_decoder("medusa", qwen_target, drafter)

@@ -3,7 +3,6 @@
 import pytest
 import torch
 
-from conftest import make_drafter, trained_drafter
 from inference.decoding import ChainDecoder, build_decoder, draft_chain
 from inference.decoding.chain import sampling_picker
 from inference.sampling import SamplingParams, probabilities
@@ -18,7 +17,7 @@ def _recording_picker(seen: list[torch.Tensor]):
 
 
 @pytest.mark.parametrize("prefix", [0, 1, 3])
-def test_rollout_equals_the_teacher_forced_training_logits(any_tiny_target, prefix):
+def test_rollout_equals_the_teacher_forced_training_logits(any_tiny_target, prefix, make_drafter):
     target = any_tiny_target
     drafter = make_drafter(target, block_size=6, pure_draft_prefix_len=prefix)
     ids = torch.randint(0, 256, (1, 13), generator=torch.Generator().manual_seed(prefix))
@@ -41,7 +40,7 @@ def test_rollout_equals_the_teacher_forced_training_logits(any_tiny_target, pref
 
 
 @pytest.mark.parametrize("method", ["dflash", "domino"])
-def test_accepted_lengths_are_those_the_training_forward_predicts(any_tiny_target, method):
+def test_accepted_lengths_are_those_the_training_forward_predicts(any_tiny_target, method, trained_drafter):
     """Round r roots at committed position a_r; while its drafts are right they are the teacher-forced
     predictions of the anchor block at a_r, so its accepted length is that block's run of correct
     predictions. Decoding misaligned with training (positions, GRU inputs, context) breaks this while
@@ -80,7 +79,7 @@ class _SnapshotDecoder(ChainDecoder):
         return finished, stopped
 
 
-def test_caches_hold_exactly_the_committed_context(qwen_target):
+def test_caches_hold_exactly_the_committed_context(qwen_target, trained_drafter):
     target = qwen_target
     drafter, seqs = trained_drafter(target)
     decoder = _SnapshotDecoder(target, drafter, use_head=True)
@@ -100,7 +99,7 @@ def test_caches_hold_exactly_the_committed_context(qwen_target):
         torch.testing.assert_close(draft_keys, expected, rtol=1e-4, atol=1e-5)
 
 
-def test_sampled_drafts_carry_the_distribution_they_were_drawn_from(qwen_target):
+def test_sampled_drafts_carry_the_distribution_they_were_drawn_from(qwen_target, make_drafter):
     drafter = make_drafter(qwen_target, block_size=5)
     params = SamplingParams(temperature=0.8, top_k=5)
     ids = torch.randint(0, 256, (1, 9), generator=torch.Generator().manual_seed(0))

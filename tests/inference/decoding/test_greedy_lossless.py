@@ -3,7 +3,6 @@
 import pytest
 import torch
 
-from conftest import make_drafter, trained_drafter, with_block_size
 from inference.decoding import ARDecoder, PromptTooLongError, build_decoder
 
 
@@ -25,7 +24,7 @@ def _assert_methods_equal_ar(target, drafter, prompt, max_new, methods=("dflash"
 
 
 @pytest.mark.parametrize("block_size", range(2, 17))
-def test_trained_drafter_is_lossless_at_every_block_size(any_tiny_target, block_size):
+def test_trained_drafter_is_lossless_at_every_block_size(any_tiny_target, block_size, trained_drafter, with_block_size):
     target = any_tiny_target
     trained, seqs = trained_drafter(target)
     drafter = with_block_size(trained, target, block_size)
@@ -37,7 +36,7 @@ def test_trained_drafter_is_lossless_at_every_block_size(any_tiny_target, block_
     [dict(block_size=2), dict(block_size=16), dict(head=None, block_size=5), dict(shift_label=True)]
     + [dict(pure_draft_prefix_len=0), dict(pure_draft_prefix_len=4, block_size=6)],
 )
-def test_random_drafters_are_lossless(any_tiny_target, overrides):
+def test_random_drafters_are_lossless(any_tiny_target, overrides, make_drafter):
     target = any_tiny_target
     drafter = make_drafter(target, seed=sum(map(hash, map(str, overrides.items()))) % 1000, **overrides)
     methods = ("dflash",) if drafter.head is None else ("dflash", "domino")
@@ -45,7 +44,7 @@ def test_random_drafters_are_lossless(any_tiny_target, overrides):
         _assert_methods_equal_ar(target, drafter, _prompt(length, length), 24, methods)
 
 
-def test_stop_tokens_end_the_generation_where_ar_stops(any_tiny_target):
+def test_stop_tokens_end_the_generation_where_ar_stops(any_tiny_target, trained_drafter):
     target = any_tiny_target
     drafter, seqs = trained_drafter(target)
     for row in range(len(seqs)):  # a continuation whose tokens change late, inside a round
@@ -62,13 +61,13 @@ def test_stop_tokens_end_the_generation_where_ar_stops(any_tiny_target):
 
 
 @pytest.mark.parametrize("max_new", [1, 2, 3, 7, 8, 9, 15, 16, 17])
-def test_max_new_tokens_is_honoured_exactly(qwen_target, max_new):
+def test_max_new_tokens_is_honoured_exactly(qwen_target, max_new, trained_drafter):
     drafter, seqs = trained_drafter(qwen_target)  # block 8: 7 drafts + 1 bonus per round
     out = _assert_methods_equal_ar(qwen_target, drafter, seqs[2, :9], max_new, stop_token_ids=[])
     assert len(out.tokens) == max_new and out.finish_reason == "length"
 
 
-def test_the_context_limit_caps_the_output_and_refuses_full_prompts(qwen_target):
+def test_the_context_limit_caps_the_output_and_refuses_full_prompts(qwen_target, trained_drafter):
     drafter, seqs = trained_drafter(qwen_target)
     prompt = seqs[0, :20]
     out = _assert_methods_equal_ar(qwen_target, drafter, prompt, 40, stop_token_ids=[], max_context=26)

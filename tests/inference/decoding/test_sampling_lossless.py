@@ -4,7 +4,6 @@ law of the first three tokens, computed by enumerating the target's top-k suppor
 import pytest
 import torch
 
-from conftest import chi_square_pvalue, trained_drafter, with_block_size
 from inference.decoding import build_decoder
 from inference.sampling import SamplingParams, probabilities
 
@@ -44,7 +43,9 @@ CASES = [
 
 
 @pytest.mark.parametrize(("method", "verify", "params"), CASES)
-def test_sampled_tokens_follow_the_target_distribution(qwen_target, method, verify, params):
+def test_sampled_tokens_follow_the_target_distribution(
+    qwen_target, method, verify, params, trained_drafter, with_block_size, chi_square_pvalue
+):
     trained, seqs = trained_drafter(qwen_target)
     drafter = with_block_size(trained, qwen_target, 3)  # 2 drafts: tokens 2 and 3 come from verify rounds
     prompt = seqs[0, :9]

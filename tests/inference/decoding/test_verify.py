@@ -3,7 +3,6 @@ import itertools
 import pytest
 import torch
 
-from conftest import chi_square_pvalue
 from inference.decoding.verify import ChainDraft, MatchVerifier, RejectionVerifier, make_verifier
 from inference.sampling import SamplingParams, probabilities, sample_from
 
@@ -80,7 +79,7 @@ def _decode_three(verifier, sampled_drafts: bool, gen: torch.Generator) -> tuple
 
 
 @pytest.mark.parametrize(("rule", "sampled_drafts"), [("match", False), ("match", True), ("rejection", True)])
-def test_verified_tokens_follow_the_target_distribution(rule, sampled_drafts):
+def test_verified_tokens_follow_the_target_distribution(rule, sampled_drafts, chi_square_pvalue):
     p = TARGET_LOGITS.softmax(-1)
     exact = {
         seq: float(p[0, seq[0]] * p[seq[0], seq[1]] * p[seq[1], seq[2]])
