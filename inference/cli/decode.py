@@ -46,6 +46,8 @@ def run(cfg: DictConfig, out_dir: Path) -> dict[str, Any]:
     if cfg.verify not in VERIFY_RULES:
         raise ValueError(f"unknown verify rule {cfg.verify!r}; choose one of {', '.join(VERIFY_RULES)}")
     sampling = SamplingParams(cfg.temperature, cfg.top_k, cfg.top_p)
+    if cfg.num_threads:
+        torch.set_num_threads(cfg.num_threads)
     data_paths = OmegaConf.to_container(cfg.bench_data) if cfg.bench_data else {}
     benchmarks = dict(load_benchmark(spec, data_paths, cfg.bench_hub) for spec in cfg.bench)
 
