@@ -61,15 +61,16 @@ def draft_chain(
         t, q = pick(base[:prefix])
         tokens.append(t)
         probs.append(q)
+    # GRU steps from the input projection and the raw cell (not the nn.GRU module): same math, less overhead.
     state = head.init_state(1, h.device, h.dtype)
-    for x in drafter.embed(torch.cat([root, *tokens])).to(h.dtype):  # the root and the base-logit prefix
-        state = head.step(x.unsqueeze(0), state)
+    for gi in head.input_projection(drafter.embed(torch.cat([root, *tokens])).to(h.dtype)):  # root + prefix
+        state = head.step_projected(gi.unsqueeze(0), state)
     for j in range(prefix, num_tokens):
         t, q = pick(base[j : j + 1] + head.correction(h[j : j + 1], state))
         tokens.append(t)
         probs.append(q)
         if j + 1 < num_tokens:
-            state = head.step(drafter.embed(t).to(h.dtype), state)
+            state = head.step_projected(head.input_projection(drafter.embed(t).to(h.dtype)), state)
     return ChainDraft(torch.cat(tokens), None if probs[0] is None else torch.cat(probs))
 
 
