@@ -5,6 +5,7 @@ Never imports Lightning: serving stacks and `domino-decode` use this package alo
 
 from inference.checkpoint import DrafterCheckpointError
 from inference.config import DrafterConfig, default_target_layer_ids
+from inference.decoding import Generation, SpeculativeDecoder, build_decoder, generate
 from inference.draft_cache import DraftKVCache
 from inference.drafter import BlockLogits, DominoDrafter
 from inference.target import TargetModel, TargetOutput, tree_attention_mask
@@ -17,9 +18,13 @@ __all__ = [
     "DraftKVCache",
     "DrafterCheckpointError",
     "DrafterConfig",
+    "Generation",
+    "SpeculativeDecoder",
     "TargetModel",
     "TargetOutput",
+    "build_decoder",
     "default_target_layer_ids",
+    "generate",
     "load_target",
     "load_target_config",
     "tiny_target",

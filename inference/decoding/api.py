@@ -1,0 +1,105 @@
+"""The decoding entry points users and `domino-decode` share: `build_decoder` and `generate`.
+
+`DECODING_METHODS` maps each method name to a factory; a new method (e.g. a tree decoder) registers
+itself here and is then available to the Python API and the CLI alike.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Callable, Iterable
+from typing import Any
+
+import torch
+
+from inference.decoding.ar import ARDecoder
+from inference.decoding.chain import ChainDecoder
+from inference.decoding.generation import Decoder, Generation
+from inference.decoding.verify import VERIFY_RULES
+from inference.drafter import DominoDrafter
+from inference.sampling import SamplingParams
+from inference.target import TargetModel
+
+Prompt = str | list[dict[str, str]] | list[int] | torch.Tensor
+
+
+def _ar(target: TargetModel, drafter: DominoDrafter | None, verify: str, **common: Any) -> Decoder:
+    return ARDecoder(target, **common)
+
+
+def _chain(use_head: bool) -> Callable[..., Decoder]:
+    def build(target: TargetModel, drafter: DominoDrafter | None, verify: str, **common: Any) -> Decoder:
+        if drafter is None:
+            raise ValueError(f"method {'domino' if use_head else 'dflash'!r} needs a drafter")
+        return ChainDecoder(target, drafter, use_head, verify=verify, **common)
+
+    return build
+
+
+DECODING_METHODS: dict[str, Callable[..., Decoder]] = {"ar": _ar, "dflash": _chain(False), "domino": _chain(True)}
+
+
+def build_decoder(
+    method: str,
+    target: TargetModel,
+    drafter: DominoDrafter | None = None,
+    sampling: SamplingParams | None = None,
+    verify: str = "match",
+    stop_token_ids: Iterable[int] | None = None,
+    max_context: int | None = None,
+    sync_stages: bool = True,
+) -> Decoder:
+    """A decoder for `method` (see `DECODING_METHODS`); `verify` is `match` or `rejection` (chains)."""
+    if method not in DECODING_METHODS:
+        raise ValueError(f"unknown decoding method {method!r}; choose from {', '.join(DECODING_METHODS)}")
+    if verify not in VERIFY_RULES:
+        raise ValueError(f"unknown verify rule {verify!r}; choose one of {', '.join(VERIFY_RULES)}")
+    return DECODING_METHODS[method](
+        target,
+        drafter,
+        verify,
+        sampling=sampling,
+        stop_token_ids=stop_token_ids,
+        max_context=max_context,
+        sync_stages=sync_stages,
+    )
+
+
+def prompt_ids(target: TargetModel, prompt: Prompt) -> list[int]:
+    """Token ids of a prompt: a string (one user turn) or chat messages go through the chat template;
+    ids pass through."""
+    if isinstance(prompt, str):
+        prompt = [{"role": "user", "content": prompt}]
+    if isinstance(prompt, torch.Tensor):
+        return prompt.reshape(-1).tolist()
+    if prompt and isinstance(prompt[0], dict):
+        return target.chat_ids(prompt, add_generation_prompt=True)
+    return [int(t) for t in prompt]
+
+
+def generate(
+    target: TargetModel,
+    prompt: Prompt,
+    drafter: DominoDrafter | None = None,
+    method: str | None = None,
+    max_new_tokens: int = 256,
+    temperature: float = 0.0,
+    top_k: int = 0,
+    top_p: float = 1.0,
+    verify: str = "match",
+    seed: int | None = None,
+    stop_token_ids: Iterable[int] | None = None,
+) -> Generation:
+    """Generate one response, speculatively when a drafter is given.
+
+    `method` defaults to `domino` for a drafter with a head, `dflash` for one without, `ar` without a
+    drafter. For many prompts build the decoder once with `build_decoder` and call its `generate`.
+    """
+    if method is None:
+        method = "ar" if drafter is None else ("domino" if drafter.head is not None else "dflash")
+    sampling = SamplingParams(temperature, top_k, top_p)
+    decoder = build_decoder(method, target, drafter, sampling, verify, stop_token_ids)
+    generator = None if seed is None else torch.Generator(target.device).manual_seed(seed)
+    result = decoder.generate(prompt_ids(target, prompt), max_new_tokens, generator)
+    if target.tokenizer is not None:
+        result.text = target.tokenizer.decode(result.tokens, skip_special_tokens=True)
+    return result

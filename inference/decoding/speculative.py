@@ -1,0 +1,144 @@
+"""`SpeculativeDecoder`: the draft -> verify -> commit loop every speculative method shares.
+
+A method supplies two steps, `draft(state)` and `verify(state, draft)`; this class owns everything else:
+the prefill (target features of the prompt projected into the draft cache once), the stop / token-limit
+rule, committing (target KV cache cropped to the kept positions, or compacted for a tree; the kept
+positions' features appended to the draft context), and the statistics with their draft / verify /
+commit split. Chains keep a prefix of the verified window; a tree verifier returns `Verdict.keep`, the
+window indices of its accepted path, and the same commit compacts instead of cropping.
+
+Invariant between rounds: the target cache and the draft cache both hold exactly the prompt plus every
+committed token except the last one (`state.root`), which is the first input of the next round.
+"""
+
+from __future__ import annotations
+
+from abc import abstractmethod
+from collections.abc import Iterable
+from dataclasses import dataclass
+from typing import Any
+
+import torch
+from transformers import DynamicCache
+
+from inference.decoding.generation import Decoder, Generation, take_until_stop
+from inference.decoding.stats import GenerationStats
+from inference.draft_cache import DraftKVCache
+from inference.drafter import DominoDrafter
+from inference.sampling import SamplingParams, sample
+from inference.target import TargetModel
+
+
+@dataclass
+class DecodeState:
+    target_cache: DynamicCache
+    draft_cache: DraftKVCache
+    root: torch.Tensor  # [1] long: the last committed token, in neither cache yet
+    length: int  # positions in both caches (= the root's position)
+    budget: int  # tokens that may still be emitted
+    generator: torch.Generator | None
+
+
+@dataclass
+class Verdict:
+    """The outcome of one verification."""
+
+    tokens: list[int]  # committed this round: the accepted draft tokens, then the target's bonus token
+    features: torch.Tensor  # [1, n, K*H] target features of the verified window (root first)
+    keep: torch.Tensor | None = None  # window indices of root + accepted (tree paths); None = a prefix
+
+
+class SpeculativeDecoder(Decoder):
+    """Prefill, rounds and commits for a drafter bound to the target; subclasses draft and verify."""
+
+    def __init__(
+        self,
+        target: TargetModel,
+        drafter: DominoDrafter,
+        sampling: SamplingParams | None = None,
+        stop_token_ids: Iterable[int] | None = None,
+        max_context: int | None = None,
+        sync_stages: bool = True,
+    ) -> None:
+        super().__init__(target, sampling, stop_token_ids, max_context, sync_stages)
+        param = next(drafter.parameters())
+        if (param.device, param.dtype) != (target.device, target.dtype):
+            raise ValueError(
+                f"the drafter is on {param.device} / {param.dtype} but the target on {target.device} / "
+                f"{target.dtype}: load it with DominoDrafter.from_pretrained(..., device=, dtype=) to match"
+            )
+        self.drafter = drafter.eval()
+        self.layer_ids = list(drafter.config.target_layer_ids)
+
+    @abstractmethod
+    def draft(self, state: DecodeState) -> Any:
+        """Propose tokens after `state.root` (at most `state.budget - 1` of them can be used)."""
+
+    @abstractmethod
+    def verify(self, state: DecodeState, draft: Any) -> Verdict:
+        """Run the target over the draft (appending to `state.target_cache`) and apply the acceptance rule."""
+
+    @torch.inference_mode()
+    def generate(
+        self, prompt_ids: list[int] | torch.Tensor, max_new_tokens: int, generator: torch.Generator | None = None
+    ) -> Generation:
+        ids = self.prompt_tensor(prompt_ids)
+        prompt_len = ids.shape[1]
+        budget = self.token_budget(prompt_len, max_new_tokens)
+        clock, stats = self.clock, GenerationStats(prompt_tokens=prompt_len)
+        start = clock.now()
+        target_cache = self.target.new_cache()
+        out = self.target(ids, cache=target_cache, layer_ids=self.layer_ids, last_logits_only=True)
+        root = sample(out.logits[:, -1], self.sampling, generator)
+        tokens = [root.item()]
+        reason = "stop" if tokens[0] in self.stop_token_ids else "length"
+        if reason == "stop" or budget == 1:
+            stats.prefill_s = clock.now() - start
+            stats.output_tokens = 1
+            return Generation(tokens=tokens, finish_reason=reason, stats=stats)
+        draft_cache = self.drafter.new_cache(1, capacity=prompt_len + budget + self.drafter.config.block_size)
+        self.drafter.append_context(draft_cache, out.features)
+        state = DecodeState(target_cache, draft_cache, root, prompt_len, budget - 1, generator)
+        first = clock.now()
+        stats.prefill_s = first - start
+        finished = False
+        while not finished:
+            t0 = clock.now()
+            draft = self.draft(state)
+            t1 = clock.now()
+            verdict = self.verify(state, draft)
+            t2 = clock.now()
+            finished, stopped = self.commit(state, verdict, tokens, stats)
+            t3 = clock.now()
+            stats.draft_s += t1 - t0
+            stats.verify_s += t2 - t1
+            stats.commit_s += t3 - t2
+            reason = "stop" if stopped else reason
+        stats.decode_s = clock.now() - first
+        stats.output_tokens = len(tokens)
+        return Generation(tokens=tokens, finish_reason=reason, stats=stats)
+
+    def commit(
+        self, state: DecodeState, verdict: Verdict, tokens: list[int], stats: GenerationStats
+    ) -> tuple[bool, bool]:
+        """Emit the verdict's tokens (cut at a stop token / the budget) and advance both caches.
+
+        Returns (finished, stopped by a stop token). A finished generation leaves the caches as they are.
+        """
+        emit, stopped = take_until_stop(verdict.tokens, self.stop_token_ids, state.budget)
+        tokens.extend(emit)
+        stats.accept_lengths.append(len(emit))
+        state.budget -= len(emit)
+        if stopped or state.budget == 0:
+            return True, stopped
+        kept = len(verdict.tokens)  # root + accepted drafts; the bonus becomes the next root
+        if verdict.keep is None:
+            self.target.crop_cache(state.target_cache, state.length + kept)
+            features = verdict.features[:, :kept]
+        else:
+            self.target.compact_cache(state.target_cache, state.length, verdict.keep)
+            features = verdict.features.index_select(1, verdict.keep.to(verdict.features.device))
+        self.drafter.append_context(state.draft_cache, features)
+        state.length += kept
+        state.root = torch.tensor(emit[-1:], dtype=torch.long, device=state.root.device)
+        return False, False

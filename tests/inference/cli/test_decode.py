@@ -1,0 +1,88 @@
+import json
+import logging
+import sys
+from pathlib import Path
+
+import pytest
+import torch
+from hydra import compose, initialize_config_dir
+
+from inference import DrafterCheckpointError, tiny_target
+from inference.cli import decode
+
+CONF = str(Path(__file__).parents[3] / "conf")
+QUICK = ["target=tiny", "max_new_tokens=12", "warmup_tokens=4", "progress=false"]
+
+
+@pytest.fixture
+def drafter_path(qwen_target, trained_drafter, tmp_path):
+    drafter, _ = trained_drafter(qwen_target)  # the same weights as the `target=tiny` the CLI loads
+    return drafter.save_pretrained(tmp_path / "drafter", dtype=torch.float32)
+
+
+def _cfg(*overrides):
+    with initialize_config_dir(config_dir=CONF, version_base="1.3"):
+        return compose("decode", overrides=[*QUICK, *overrides])
+
+
+@pytest.fixture
+def restore_logging():
+    """Hydra points the root logger at pytest's captured stderr, which is closed after the test."""
+    root = logging.getLogger()
+    handlers, level = root.handlers[:], root.level
+    yield
+    root.handlers[:], root.level = handlers, level
+
+
+def test_domino_decode_end_to_end(drafter_path, tmp_path, monkeypatch, capsys, restore_logging):
+    argv = ["domino-decode", *QUICK, f"drafter_path={drafter_path}", "bench=[mt-bench:1,humaneval:1]"]
+    monkeypatch.setattr(sys, "argv", [*argv, f"hydra.run.dir={tmp_path}"])
+    decode.main()
+    report = json.loads((tmp_path / "results.json").read_text())
+    assert list(report["results"]) == ["mt-bench", "humaneval"]
+    for dataset, by_method in report["results"].items():
+        assert list(by_method) == ["ar", "dflash", "domino"]
+        for method, s in by_method.items():
+            assert s["num_prompts"] == 1 and s["skipped_prompts"] == 0 and s["num_output_tokens"] > 0
+            assert s["tau"] >= 1 and s["speedup"] > 0 and s["tokens_per_s"] > 0
+            assert s["lossless"] is (None if method == "ar" else True), (dataset, method)
+    assert report["temperature"] == 0.0 and report["config"]["drafter_path"] == str(drafter_path)
+    lines = (tmp_path / "generations.jsonl").read_text().splitlines()
+    assert len(lines) == 3 * 3  # methods x (two mt-bench turns + one humaneval prompt)
+    table = (tmp_path / "results.md").read_text()
+    assert "| method | mt-bench | humaneval | mean |" in table and table in capsys.readouterr().out
+
+
+def test_prompts_longer_than_the_context_are_skipped_and_counted(drafter_path, tmp_path):
+    cfg = _cfg(
+        f"drafter_path={drafter_path}", "methods=[ar,domino]", "bench=[humaneval:2,mt-bench:1]", "max_context=300"
+    )
+    report = decode.run(cfg, tmp_path)
+    for method in ("ar", "domino"):
+        assert report["results"]["humaneval"][method]["skipped_prompts"] == 2
+        assert report["results"]["humaneval"][method]["num_prompts"] == 0
+        assert report["results"]["mt-bench"][method]["skipped_prompts"] == 0
+
+
+def test_a_drafter_for_another_target_is_refused_before_loading_it(tmp_path, monkeypatch, make_drafter):
+    other = tiny_target("qwen3", hidden_size=32, num_heads=2, num_kv_heads=1)
+    path = make_drafter(other).save_pretrained(tmp_path / "other", dtype=torch.float32)
+    monkeypatch.setattr(decode.hydra.utils, "instantiate", lambda *a, **k: pytest.fail("the target was loaded"))
+    with pytest.raises(DrafterCheckpointError, match="hidden size 32 != target's 64"):
+        decode.run(_cfg(f"drafter_path={path}"), tmp_path / "run")
+
+
+@pytest.mark.parametrize(
+    ("overrides", "message"),
+    [
+        (["methods=[ar,medusa]"], "ar, dflash, domino"),
+        (["bench=[mt-bench,hellaswag]"], "gsm8k, math500"),
+        (["bench=[gsm8k]", "bench_hub=false", "drafter_path=x"], "bench_data.gsm8k"),
+        (["methods=[ar,domino]"], "drafter_path"),
+        (["verify=typical", "methods=[ar]"], "match, rejection"),
+    ],
+)
+def test_bad_input_is_refused_with_the_valid_choices(overrides, message, tmp_path, monkeypatch):
+    monkeypatch.setattr(decode.hydra.utils, "instantiate", lambda *a, **k: pytest.fail("the target was loaded"))
+    with pytest.raises(ValueError, match=message):
+        decode.run(_cfg(*overrides), tmp_path)

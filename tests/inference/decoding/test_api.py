@@ -1,0 +1,48 @@
+import pytest
+import torch
+
+from inference import generate
+from inference.decoding import DECODING_METHODS, build_decoder
+
+
+def test_generate_from_a_chat_prompt(qwen_target, trained_drafter):
+    drafter, _ = trained_drafter(qwen_target)
+    out = generate(qwen_target, "Hello there", drafter, max_new_tokens=12)  # domino: the drafter has a head
+    ar = generate(qwen_target, [{"role": "user", "content": "Hello there"}], max_new_tokens=12)
+    assert out.tokens == ar.tokens and out.text == ar.text == qwen_target.tokenizer.decode(ar.tokens)
+    assert out.stats.prompt_tokens == len(qwen_target.chat_ids([{"role": "user", "content": "Hello there"}]))
+
+
+def test_seeded_sampling_is_reproducible(qwen_target, trained_drafter):
+    drafter, _ = trained_drafter(qwen_target)
+    kwargs = dict(drafter=drafter, max_new_tokens=16, temperature=1.0, top_k=20, verify="rejection")
+    a, b = (generate(qwen_target, [5, 6, 7], seed=3, **kwargs) for _ in range(2))
+    assert a.tokens == b.tokens and a.stats.accept_lengths == b.stats.accept_lengths
+
+
+def test_stats_of_a_speculative_generation(qwen_target, trained_drafter):
+    drafter, seqs = trained_drafter(qwen_target)
+    out = build_decoder("domino", qwen_target, drafter, stop_token_ids=[]).generate(seqs[0, :9], 30)
+    s = out.stats
+    assert s.output_tokens == 30 and sum(s.accept_lengths) == 29 and s.rounds == len(s.accept_lengths)
+    assert s.tau == 29 / s.rounds and s.tau > 2  # the trained drafter is accepted
+    assert min(s.prefill_s, s.decode_s, s.draft_s, s.verify_s, s.commit_s) > 0
+    assert s.draft_s + s.verify_s + s.commit_s <= s.decode_s
+    one = build_decoder("domino", qwen_target, drafter).generate(seqs[0, :9], 1)
+    assert len(one.tokens) == 1 and one.stats.tau is None and one.stats.rounds == 0
+
+
+def test_bad_requests(qwen_target, make_drafter):
+    drafter = make_drafter(qwen_target)
+    with pytest.raises(ValueError, match=", ".join(DECODING_METHODS)):
+        build_decoder("medusa", qwen_target, drafter)
+    with pytest.raises(ValueError, match="match, rejection"):
+        build_decoder("domino", qwen_target, drafter, verify="typical")
+    with pytest.raises(ValueError, match="needs a drafter"):
+        build_decoder("dflash", qwen_target)
+    with pytest.raises(ValueError, match="Domino head"):
+        build_decoder("domino", qwen_target, make_drafter(qwen_target, head=None))
+    with pytest.raises(ValueError, match="from_pretrained"):
+        build_decoder("dflash", qwen_target, make_drafter(qwen_target).to(torch.float64))
+    with pytest.raises(ValueError, match="max_new_tokens"):
+        build_decoder("ar", qwen_target).generate([1, 2], 0)
