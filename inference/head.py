@@ -64,8 +64,14 @@ class DominoHead(nn.Module):
         With candidates only their W2 rows are used (M x r instead of V x r work); `candidate_ids` of shape
         [M] are shared by every leading index.
         """
-        z = F.silu(self.embed_proj[0](torch.cat([hidden, state], dim=-1)))
-        w2 = self.embed_proj[2].weight
         if candidate_ids is None:
-            return F.linear(z, w2)
-        return torch.matmul(w2[candidate_ids], z.unsqueeze(-1)).squeeze(-1)
+            return F.linear(self.correction_features(hidden, state), self.embed_proj[2].weight)
+        return self.correction_rows(hidden, state, self.embed_proj[2].weight[candidate_ids])
+
+    def correction_features(self, hidden: torch.Tensor, state: torch.Tensor) -> torch.Tensor:
+        """z = SiLU(W1 [H ; S]) [..., r]: the low-rank code the correction is read out of."""
+        return F.silu(self.embed_proj[0](torch.cat([hidden, state], dim=-1)))
+
+    def correction_rows(self, hidden: torch.Tensor, state: torch.Tensor, w2_rows: torch.Tensor) -> torch.Tensor:
+        """The correction on pre-gathered W2 rows [..., M, r] (e.g. once per round for a tree) -> [..., M]."""
+        return torch.matmul(w2_rows, self.correction_features(hidden, state).unsqueeze(-1)).squeeze(-1)

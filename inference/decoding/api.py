@@ -14,6 +14,7 @@ import torch
 from inference.decoding.ar import ARDecoder
 from inference.decoding.chain import ChainDecoder
 from inference.decoding.generation import Decoder, Generation
+from inference.decoding.tree_decoder import TREE_VERIFY_RULES, TreeDecoder
 from inference.decoding.verify import VERIFY_RULES
 from inference.drafter import DominoDrafter
 from inference.sampling import SamplingParams
@@ -22,20 +23,45 @@ from inference.target import TargetModel
 Prompt = str | list[dict[str, str]] | list[int] | torch.Tensor
 
 
-def _ar(target: TargetModel, drafter: DominoDrafter | None, verify: str, **common: Any) -> Decoder:
+TreeOptions = dict[str, Any]  # budget, top_m, node_topk, cuda_graph (see TreeDecoder)
+
+
+def _ar(target: TargetModel, drafter: DominoDrafter | None, verify: str, tree: TreeOptions, **common: Any) -> Decoder:
     return ARDecoder(target, **common)
 
 
+def _needs_drafter(method: str, drafter: DominoDrafter | None) -> DominoDrafter:
+    if drafter is None:
+        raise ValueError(f"method {method!r} needs a drafter")
+    return drafter
+
+
 def _chain(use_head: bool) -> Callable[..., Decoder]:
-    def build(target: TargetModel, drafter: DominoDrafter | None, verify: str, **common: Any) -> Decoder:
-        if drafter is None:
-            raise ValueError(f"method {'domino' if use_head else 'dflash'!r} needs a drafter")
+    def build(target: TargetModel, drafter: DominoDrafter | None, verify: str, tree: TreeOptions, **common: Any):
+        drafter = _needs_drafter("domino" if use_head else "dflash", drafter)
         return ChainDecoder(target, drafter, use_head, verify=verify, **common)
 
     return build
 
 
-DECODING_METHODS: dict[str, Callable[..., Decoder]] = {"ar": _ar, "dflash": _chain(False), "domino": _chain(True)}
+def _tree(method: str) -> Callable[..., Decoder]:
+    def build(target: TargetModel, drafter: DominoDrafter | None, verify: str, tree: TreeOptions, **common: Any):
+        return TreeDecoder(target, _needs_drafter(method, drafter), method, verify=verify, **tree, **common)
+
+    return build
+
+
+DECODING_METHODS: dict[str, Callable[..., Decoder]] = {
+    "ar": _ar,
+    "dflash": _chain(False),
+    "domino": _chain(True),
+    "ddtree": _tree("ddtree"),
+    "dominotree": _tree("dominotree"),
+}
+# Acceptance rules per method family: chains verify drafts one position at a time, trees walk a tree.
+METHOD_VERIFY_RULES = {
+    m: TREE_VERIFY_RULES if m in ("ddtree", "dominotree") else VERIFY_RULES for m in DECODING_METHODS
+}
 
 
 def build_decoder(
@@ -47,16 +73,23 @@ def build_decoder(
     stop_token_ids: Iterable[int] | None = None,
     max_context: int | None = None,
     sync_stages: bool = True,
+    tree: TreeOptions | None = None,
 ) -> Decoder:
-    """A decoder for `method` (see `DECODING_METHODS`); `verify` is `match` or `rejection` (chains)."""
+    """A decoder for `method` (see `DECODING_METHODS`).
+
+    `verify`: `match` for any method, `rejection` for chains, `residual` for trees; `tree`: the tree
+    methods' options (`budget`, `top_m`, `node_topk`, `cuda_graph`).
+    """
     if method not in DECODING_METHODS:
         raise ValueError(f"unknown decoding method {method!r}; choose from {', '.join(DECODING_METHODS)}")
-    if verify not in VERIFY_RULES:
-        raise ValueError(f"unknown verify rule {verify!r}; choose one of {', '.join(VERIFY_RULES)}")
+    rules = METHOD_VERIFY_RULES[method]
+    if verify not in rules:
+        raise ValueError(f"unknown verify rule {verify!r} for {method}; choose one of {', '.join(rules)}")
     return DECODING_METHODS[method](
         target,
         drafter,
         verify,
+        dict(tree or {}),
         sampling=sampling,
         stop_token_ids=stop_token_ids,
         max_context=max_context,
