@@ -49,6 +49,28 @@ def time_rounds(fn, rounds: int, device: str) -> float:
     return statistics.median(times)
 
 
+def bench_target(spec: str, budgets: list[int], modes: list[bool], rounds: int, device: str, dtype: torch.dtype):
+    """Rows of (budget, ddtree ms, dominotree ms per mode) for one target shape."""
+    drafter = drafter_for(spec, device, dtype)
+    cfg = drafter.config
+    g = torch.Generator(device=device).manual_seed(1)
+    hidden = torch.randn(cfg.num_draft_tokens, cfg.hidden_size, device=device, generator=g).to(dtype)
+    base = (torch.randn(cfg.num_draft_tokens, cfg.vocab_size, device=device, generator=g) * 4).to(dtype)
+    root = torch.tensor([17], device=device)
+    rows = []
+    for budget in budgets:
+        row = [time_rounds(lambda: build_ddtree(base, budget), rounds, device)]  # noqa: B023 - called at once
+        for graph in modes:
+            expander = FastDominoExpander(drafter, 64, 8, budget, cuda_graph=graph)
+
+            def build(e: FastDominoExpander = expander, b: int = budget) -> None:
+                best_first(e.prepare(hidden, base, root), b, cfg.num_draft_tokens)
+
+            row.append(time_rounds(build, rounds, device))
+        rows.append((budget, row))
+    return rows
+
+
 def main() -> None:
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     parser.add_argument("--device", default="cuda" if torch.cuda.is_available() else "cpu")
@@ -58,37 +80,13 @@ def main() -> None:
     args = parser.parse_args()
     dtype = torch.bfloat16 if args.device == "cuda" else torch.float32
     modes = [False, True] if args.device == "cuda" else [False]
-    print(f"device {args.device}, dtype {dtype}, median of {args.rounds} rounds")
-    print(
-        f"{'target':<16} {'budget':>6} {'ddtree ms':>10} "
-        + " ".join(f"{'dominotree ' + ('graph' if g else 'eager') + ' ms':>24}" for g in modes)
-    )
+    print(f"device {args.device}, dtype {dtype}, median of {args.rounds} rounds (ms per round)")
+    header = ["target", "budget", "ddtree"] + [f"dominotree {'graph' if g else 'eager'}" for g in modes]
+    print(" | ".join(header))
     with torch.inference_mode():
         for spec in args.targets:
-            drafter = drafter_for(spec, args.device, dtype)
-            cfg = drafter.config
-            g = torch.Generator(device=args.device).manual_seed(1)
-            hidden = torch.randn(cfg.num_draft_tokens, cfg.hidden_size, device=args.device, generator=g).to(dtype)
-            base = (torch.randn(cfg.num_draft_tokens, cfg.vocab_size, device=args.device, generator=g) * 4).to(dtype)
-            root = torch.tensor([17], device=args.device)
-            for budget in args.budgets:
-                row = [time_rounds(lambda b=budget: build_ddtree(base, b), args.rounds, args.device)]
-                for graph in modes:
-                    expander = FastDominoExpander(drafter, 64, 8, budget, cuda_graph=graph)
-                    row.append(
-                        time_rounds(
-                            lambda e=expander, b=budget: best_first(
-                                e.prepare(hidden, base, root), b, cfg.num_draft_tokens
-                            ),
-                            args.rounds,
-                            args.device,
-                        )
-                    )
-                print(
-                    f"{spec.split('/')[-1]:<16} {budget:>6} "
-                    + " ".join(f"{t:>10.2f}" if i == 0 else f"{t:>24.2f}" for i, t in enumerate(row))
-                )
-            del drafter
+            for budget, row in bench_target(spec, args.budgets, modes, args.rounds, args.device, dtype):
+                print(" | ".join([spec.split("/")[-1], str(budget)] + [f"{t:.2f}" for t in row]))
 
 
 if __name__ == "__main__":
