@@ -19,6 +19,7 @@ from inference.checkpoint import load_checkpoint, read_config, save_checkpoint
 from inference.config import DrafterConfig
 from inference.draft_cache import DraftKVCache
 from inference.head import DominoHead
+from inference.target import TargetModel
 
 
 @dataclass
@@ -124,7 +125,7 @@ class DominoDrafter(nn.Module):
             return BlockLogits(base=base, final=base)
         p = self.config.pure_draft_prefix_len
         state = self.head.init_state(root_ids.numel(), h.device, h.dtype).view(*root_ids.shape, -1)
-        state = self.head.step(self.embed(root_ids).to(h.dtype), state)
+        state = self.head.gru_step(self.embed(root_ids).to(h.dtype), state)
         finals = []
         for j in range(h.shape[-2]):
             logits = base[..., j, :]
@@ -132,7 +133,7 @@ class DominoDrafter(nn.Module):
                 logits = logits + self.head.correction(h[..., j, :], state)
             finals.append(logits)
             if j + 1 < h.shape[-2]:
-                state = self.head.step(self.embed(logits.argmax(-1).detach()).to(h.dtype), state)
+                state = self.head.gru_step(self.embed(logits.argmax(-1).detach()).to(h.dtype), state)
         return BlockLogits(base=base, final=torch.stack(finals, dim=-2))
 
     # --------------------------------------------------------------------------- decoding
@@ -170,15 +171,23 @@ class DominoDrafter(nn.Module):
         cls,
         path: str | Path,
         target_config: object | None = None,
-        device: torch.device | str = "cpu",
+        device: torch.device | str | None = None,
         dtype: torch.dtype | None = None,
+        target: TargetModel | None = None,
     ) -> DominoDrafter:
         """Load and validate a drafter folder; with `target_config`, also check it fits that target.
 
-        `dtype=None` keeps the file's dtype. Raises `DrafterCheckpointError` naming every problem.
+        Given `target` (a `TargetModel`), the drafter is checked against it, loaded onto its device and
+        dtype (unless `device` / `dtype` say otherwise) and bound to its embedding and lm_head.
+        `dtype=None` otherwise keeps the file's dtype. Raises `DrafterCheckpointError` naming every problem.
         """
+        if target is not None:
+            target_config = target.config
+            device = device if device is not None else target.device
+            dtype = dtype if dtype is not None else target.dtype
         config = read_config(path)
         with torch.device("meta"):
             model = cls(config)
         load_checkpoint(model, path, target_config=target_config, dtype=dtype)
-        return model.to(device=device)
+        model = model.to(device=device if device is not None else "cpu")
+        return model.bind_target(target.embed_tokens, target.lm_head) if target is not None else model

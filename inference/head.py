@@ -48,11 +48,16 @@ class DominoHead(nn.Module):
         return n + z * (state - n)
 
     def step(self, token_embeds: torch.Tensor, state: torch.Tensor) -> torch.Tensor:
-        """One GRU step: the state after also consuming `token_embeds` [..., H].
+        """One GRU step: the state after also consuming `token_embeds` [..., H] (decoding).
 
-        Goes through the `nn.GRU` module (not its raw weights), so it also works where parameters are
-        gathered by module hooks (DeepSpeed ZeRO-3 training).
+        The cell's arithmetic written out (the same as `nn.GRU`'s up to rounding): cheaper per call than
+        the module, capturable in CUDA graphs, and shared by every decoder and tree builder.
         """
+        return self.step_projected(self.input_projection(token_embeds), state)
+
+    def gru_step(self, token_embeds: torch.Tensor, state: torch.Tensor) -> torch.Tensor:
+        """`step` through the `nn.GRU` module (training): its forward hooks gather DeepSpeed ZeRO-3 shards,
+        which reading the raw weights would miss."""
         lead = state.shape[:-1]
         x = token_embeds.reshape(-1, 1, token_embeds.shape[-1])
         _, h = self.prefix_gru(x, state.reshape(1, -1, state.shape[-1]).contiguous())
@@ -71,8 +76,14 @@ class DominoHead(nn.Module):
         With candidates only their W2 rows are used (M x r instead of V x r work); `candidate_ids` of shape
         [M] are shared by every leading index.
         """
-        z = F.silu(self.embed_proj[0](torch.cat([hidden, state], dim=-1)))
-        if candidate_ids is None:
-            return self.embed_proj[2](z)
-        w2 = self.embed_proj[2].weight
-        return torch.matmul(w2[candidate_ids], z.unsqueeze(-1)).squeeze(-1)
+        if candidate_ids is None:  # through the module: its forward hooks gather ZeRO-3 shards in training
+            return self.embed_proj[2](self.correction_features(hidden, state))
+        return self.correction_rows(hidden, state, self.embed_proj[2].weight[candidate_ids])
+
+    def correction_features(self, hidden: torch.Tensor, state: torch.Tensor) -> torch.Tensor:
+        """z = SiLU(W1 [H ; S]) [..., r]: the low-rank code the correction is read out of."""
+        return F.silu(self.embed_proj[0](torch.cat([hidden, state], dim=-1)))
+
+    def correction_rows(self, hidden: torch.Tensor, state: torch.Tensor, w2_rows: torch.Tensor) -> torch.Tensor:
+        """The correction on pre-gathered W2 rows [..., M, r] (e.g. once per round for a tree) -> [..., M]."""
+        return torch.matmul(w2_rows, self.correction_features(hidden, state).unsqueeze(-1)).squeeze(-1)

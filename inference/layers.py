@@ -40,7 +40,11 @@ class RMSNorm(nn.Module):
 
 
 class RotaryEmbedding(nn.Module):
-    """RoPE tables for explicit position ids (any rope type transformers knows)."""
+    """RoPE tables for explicit position ids (any rope type transformers knows).
+
+    The inverse frequencies are derived from the config, kept in fp32 whatever the module's dtype
+    (`drafter.to(torch.bfloat16)` must not round them) and copied once to each device they are used on.
+    """
 
     def __init__(self, config: DrafterConfig) -> None:
         super().__init__()
@@ -52,13 +56,19 @@ class RotaryEmbedding(nn.Module):
             inv_freq, scaling = 1.0 / (float(rope["rope_theta"]) ** exponent), 1.0
         else:
             inv_freq, scaling = _hf_rope_init(config, rope)
-        self.register_buffer("inv_freq", inv_freq, persistent=False)
+        self.inv_freq = inv_freq.float()  # a plain attribute, not a buffer: `.to(dtype)` leaves it alone
+        self._on_device: dict[torch.device, torch.Tensor] = {}
         self.attention_scaling = float(scaling)
+
+    def _inv_freq(self, device: torch.device) -> torch.Tensor:
+        if device not in self._on_device:
+            self._on_device[device] = self.inv_freq.to(device)
+        return self._on_device[device]
 
     @torch.no_grad()
     def forward(self, position_ids: torch.Tensor, dtype: torch.dtype) -> tuple[torch.Tensor, torch.Tensor]:
         """cos, sin of shape [*position_ids.shape, head_dim]."""
-        freqs = position_ids.to(torch.float32).unsqueeze(-1) * self.inv_freq.to(position_ids.device)
+        freqs = position_ids.to(torch.float32).unsqueeze(-1) * self._inv_freq(position_ids.device)
         emb = torch.cat((freqs, freqs), dim=-1)
         return (emb.cos() * self.attention_scaling).to(dtype), (emb.sin() * self.attention_scaling).to(dtype)
 

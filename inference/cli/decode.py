@@ -20,6 +20,7 @@ from inference.decoding.api import DECODING_METHODS, build_decoder
 from inference.decoding.benchmarks import load_benchmark
 from inference.decoding.evaluate import run_dataset, warm_up
 from inference.decoding.report import write_outputs
+from inference.decoding.tree_decoder import TREE_METHODS, TREE_VERIFY_RULES
 from inference.decoding.verify import VERIFY_RULES
 from inference.drafter import DominoDrafter
 from inference.sampling import SamplingParams
@@ -45,6 +46,9 @@ def run(cfg: DictConfig, out_dir: Path) -> dict[str, Any]:
         raise ValueError(f"unknown method(s) {unknown}; choose from {', '.join(DECODING_METHODS)}")
     if cfg.verify not in VERIFY_RULES:
         raise ValueError(f"unknown verify rule {cfg.verify!r}; choose one of {', '.join(VERIFY_RULES)}")
+    if cfg.tree.verify not in TREE_VERIFY_RULES:
+        raise ValueError(f"unknown tree.verify rule {cfg.tree.verify!r}; choose one of {', '.join(TREE_VERIFY_RULES)}")
+    tree = {k: cfg.tree[k] for k in ("budget", "top_m", "node_topk")}
     sampling = SamplingParams(cfg.temperature, cfg.top_k, cfg.top_p)
     if cfg.num_threads:
         torch.set_num_threads(cfg.num_threads)
@@ -67,7 +71,15 @@ def run(cfg: DictConfig, out_dir: Path) -> dict[str, Any]:
         drafter.bind_target(target.embed_tokens, target.lm_head)
     decoders = {
         m: build_decoder(
-            m, target, drafter, sampling, cfg.verify, max_context=cfg.max_context, sync_stages=cfg.stage_timings
+            m,
+            target,
+            drafter,
+            sampling,
+            cfg.tree.verify if m in TREE_METHODS else cfg.verify,
+            max_context=cfg.max_context,
+            sync_stages=cfg.stage_timings,
+            tree=tree,
+            cuda_graph=cfg.cuda_graph,
         )
         for m in methods
     }
@@ -91,6 +103,7 @@ def run(cfg: DictConfig, out_dir: Path) -> dict[str, Any]:
         "dtype": str(target.dtype).removeprefix("torch."),
         "temperature": cfg.temperature,
         "verify": cfg.verify,
+        "tree": {**tree, "verify": cfg.tree.verify},
         "max_new_tokens": cfg.max_new_tokens,
         "torch": torch.__version__,
         "git_commit": _git_commit(),

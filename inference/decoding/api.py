@@ -14,6 +14,7 @@ import torch
 from inference.decoding.ar import ARDecoder
 from inference.decoding.chain import ChainDecoder
 from inference.decoding.generation import Decoder, Generation
+from inference.decoding.tree_decoder import TREE_METHODS, TREE_VERIFY_RULES, TreeDecoder
 from inference.decoding.verify import VERIFY_RULES
 from inference.drafter import DominoDrafter
 from inference.sampling import SamplingParams
@@ -22,20 +23,47 @@ from inference.target import TargetModel
 Prompt = str | list[dict[str, str]] | list[int] | torch.Tensor
 
 
-def _ar(target: TargetModel, drafter: DominoDrafter | None, verify: str, **common: Any) -> Decoder:
+Options = dict[str, Any]  # method options: cuda_graph (chains, trees); budget, top_m, node_topk (trees)
+
+
+def _ar(target: TargetModel, drafter: DominoDrafter | None, verify: str, options: Options, **common: Any) -> Decoder:
     return ARDecoder(target, **common)
 
 
+def _needs_drafter(method: str, drafter: DominoDrafter | None) -> DominoDrafter:
+    if drafter is None:
+        raise ValueError(f"method {method!r} needs a drafter")
+    return drafter
+
+
 def _chain(use_head: bool) -> Callable[..., Decoder]:
-    def build(target: TargetModel, drafter: DominoDrafter | None, verify: str, **common: Any) -> Decoder:
-        if drafter is None:
-            raise ValueError(f"method {'domino' if use_head else 'dflash'!r} needs a drafter")
-        return ChainDecoder(target, drafter, use_head, verify=verify, **common)
+    def build(target: TargetModel, drafter: DominoDrafter | None, verify: str, options: Options, **common: Any):
+        drafter = _needs_drafter("domino" if use_head else "dflash", drafter)
+        return ChainDecoder(
+            target, drafter, use_head, verify=verify, cuda_graph=options.get("cuda_graph", "auto"), **common
+        )
 
     return build
 
 
-DECODING_METHODS: dict[str, Callable[..., Decoder]] = {"ar": _ar, "dflash": _chain(False), "domino": _chain(True)}
+def _tree(method: str) -> Callable[..., Decoder]:
+    def build(target: TargetModel, drafter: DominoDrafter | None, verify: str, options: Options, **common: Any):
+        return TreeDecoder(target, _needs_drafter(method, drafter), method, verify=verify, **options, **common)
+
+    return build
+
+
+DECODING_METHODS: dict[str, Callable[..., Decoder]] = {
+    "ar": _ar,
+    "dflash": _chain(False),
+    "domino": _chain(True),
+    "ddtree": _tree("ddtree"),
+    "dominotree": _tree("dominotree"),
+}
+# Acceptance rules per method family: chains verify drafts one position at a time, trees walk a tree.
+METHOD_VERIFY_RULES = {
+    m: TREE_VERIFY_RULES if m in ("ddtree", "dominotree") else VERIFY_RULES for m in DECODING_METHODS
+}
 
 
 def build_decoder(
@@ -47,16 +75,25 @@ def build_decoder(
     stop_token_ids: Iterable[int] | None = None,
     max_context: int | None = None,
     sync_stages: bool = True,
+    tree: Options | None = None,
+    cuda_graph: str = "auto",
 ) -> Decoder:
-    """A decoder for `method` (see `DECODING_METHODS`); `verify` is `match` or `rejection` (chains)."""
+    """A decoder for `method` (see `DECODING_METHODS`).
+
+    `verify`: `match` for any method, `rejection` for chains, `residual` for trees; `tree`: the tree
+    methods' options (`budget`, `top_m`, `node_topk`); `cuda_graph`: auto | on | off (the domino chain's
+    rollout and DominoTree's expansions replay CUDA graphs on GPUs).
+    """
     if method not in DECODING_METHODS:
         raise ValueError(f"unknown decoding method {method!r}; choose from {', '.join(DECODING_METHODS)}")
-    if verify not in VERIFY_RULES:
-        raise ValueError(f"unknown verify rule {verify!r}; choose one of {', '.join(VERIFY_RULES)}")
+    rules = METHOD_VERIFY_RULES[method]
+    if verify not in rules:
+        raise ValueError(f"unknown verify rule {verify!r} for {method}; choose one of {', '.join(rules)}")
     return DECODING_METHODS[method](
         target,
         drafter,
         verify,
+        {**(tree or {}), "cuda_graph": cuda_graph} if method in TREE_METHODS else {"cuda_graph": cuda_graph},
         sampling=sampling,
         stop_token_ids=stop_token_ids,
         max_context=max_context,

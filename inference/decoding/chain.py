@@ -16,6 +16,8 @@ from collections.abc import Callable, Iterable
 
 import torch
 
+from inference.decoding.chain_rollout import GreedyChainRollout
+from inference.decoding.cuda_graph import use_cuda_graphs
 from inference.decoding.speculative import DecodeState, SpeculativeDecoder, Verdict
 from inference.decoding.verify import ChainDraft, make_verifier
 from inference.draft_cache import DraftKVCache
@@ -87,6 +89,7 @@ class ChainDecoder(SpeculativeDecoder):
         stop_token_ids: Iterable[int] | None = None,
         max_context: int | None = None,
         sync_stages: bool = True,
+        cuda_graph: str = "auto",
     ) -> None:
         if use_head and drafter.head is None:
             raise ValueError("method 'domino' needs a drafter with a Domino head; this is a plain DFlash drafter")
@@ -94,11 +97,17 @@ class ChainDecoder(SpeculativeDecoder):
         self.use_head = use_head
         self.name = "domino" if use_head else "dflash"
         self.verifier = make_verifier(verify, self.sampling)
+        # Greedy Domino drafts on CUDA: the per-block rollout replays as one CUDA graph.
+        graphed = use_head and not self.verifier.sampled_drafts and use_cuda_graphs(cuda_graph, target.device)
+        self.rollout = GreedyChainRollout(drafter, cuda_graph=True) if graphed else None
 
     def draft(self, state: DecodeState) -> ChainDraft:
         n = min(self.drafter.config.num_draft_tokens, state.budget - 1)  # more could never be emitted
         if n <= 0:
             return ChainDraft(state.root.new_empty(0))
+        if self.rollout is not None:
+            hidden = self.drafter.draft_hidden_slice(self.drafter.draft_block(state.draft_cache, state.root))[0]
+            return ChainDraft(self.rollout(hidden, self.drafter.lm_head(hidden), state.root)[:n])
         pick = sampling_picker(self.sampling, state.generator) if self.verifier.sampled_drafts else greedy_picker
         return draft_chain(self.drafter, state.draft_cache, state.root, n, self.use_head, pick)
 

@@ -30,7 +30,8 @@ def method_summary(records: list[Record], reference: list[Record] | None) -> dic
     """Metrics of one method on one dataset; `reference` = the `ar` records when outputs are compared."""
     done = [r for r in records if not r.skipped]
     output_tokens = sum(len(r.tokens) for r in done)
-    stages = {s: sum(r.stats.stage_seconds()[s] for r in done) for s in STAGES}
+    parts = sorted({k for r in done for k in r.stats.stage_seconds() if k not in STAGES})
+    stages = {s: sum(r.stats.stage_seconds().get(s, 0.0) for r in done) for s in (*STAGES, *parts)}
     lengths = [n for r in done for n in r.stats.accept_lengths]
     rounds = len(lengths)
     histogram = Counter(lengths)
@@ -50,7 +51,7 @@ def method_summary(records: list[Record], reference: list[Record] | None) -> dic
         "accept_length_histogram": [histogram.get(n, 0) for n in range(max(histogram, default=0) + 1)],
         "stage_s": stages,
         "stage_ms_per_round": {
-            s: 1e3 * stages[s] / rounds if rounds and split else None for s in ("draft", "verify", "commit")
+            s: 1e3 * stages[s] / rounds if rounds and split else None for s in ("draft", *parts, "verify", "commit")
         },
     }
     if reference is not None:

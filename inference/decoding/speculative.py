@@ -37,6 +37,7 @@ class DecodeState:
     length: int  # positions in both caches (= the root's position)
     budget: int  # tokens that may still be emitted
     generator: torch.Generator | None
+    stats: GenerationStats  # methods may record a finer split of their draft stage here
 
 
 @dataclass
@@ -98,7 +99,7 @@ class SpeculativeDecoder(Decoder):
             return Generation(tokens=tokens, finish_reason=reason, stats=stats)
         draft_cache = self.drafter.new_cache(1, capacity=prompt_len + budget + self.drafter.config.block_size)
         self.drafter.append_context(draft_cache, out.features)
-        state = DecodeState(target_cache, draft_cache, root, prompt_len, budget - 1, generator)
+        state = DecodeState(target_cache, draft_cache, root, prompt_len, budget - 1, generator, stats)
         first = clock.now()
         stats.prefill_s = first - start
         finished = False

@@ -26,6 +26,7 @@ class GenerationStats:
     draft_s: float = 0.0  # drafter forward + chain rollout (speculative methods only)
     verify_s: float = 0.0  # target forward over the draft + acceptance rule
     commit_s: float = 0.0  # cache crop / compaction + context projection of the committed positions
+    draft_parts_s: dict[str, float] = field(default_factory=dict)  # the draft split further (trees: backbone, build)
 
     @property
     def rounds(self) -> int:
@@ -48,6 +49,7 @@ class GenerationStats:
             "draft": self.draft_s,
             "verify": self.verify_s,
             "commit": self.commit_s,
+            **{f"draft.{part}": seconds for part, seconds in self.draft_parts_s.items()},
         }
 
 

@@ -13,6 +13,7 @@ import torch
 import torch.nn.functional as F
 
 from inference import DominoDrafter
+from inference.sampling import SamplingParams, probabilities
 
 
 def _with_block_size(drafter: DominoDrafter, target, block_size: int) -> DominoDrafter:
@@ -111,3 +112,41 @@ def _chi_square_pvalue(counts: dict, probs: dict, min_expected: float = 5.0) -> 
 def chi_square_pvalue():
     """Factory: `chi_square_pvalue(counts, probs)`."""
     return _chi_square_pvalue
+
+
+def _exact_joint(target, prompt: torch.Tensor, params: SamplingParams, depth: int = 3) -> dict[tuple, float]:
+    """P(t_1..t_depth) under plain sampling from the target, by enumeration of the (small) support."""
+    joint = {(): 1.0}
+    for _ in range(depth):
+        prefixes = list(joint)
+        batch = torch.stack([torch.cat([prompt, torch.tensor(p, dtype=torch.long)]) for p in prefixes])
+        with torch.no_grad():
+            probs = probabilities(target(batch).logits[:, -1], params)
+        joint = {
+            (*p, t): joint[p] * float(probs[i, t])
+            for i, p in enumerate(prefixes)
+            for t in probs[i].nonzero()[:, 0].tolist()
+        }
+    return joint
+
+
+def _sample_counts(decoder, prompt, n: int, seed: int = 0) -> tuple[dict[tuple, int], list[int]]:
+    gen = torch.Generator().manual_seed(seed)
+    counts, lengths = {}, []
+    for _ in range(n):
+        out = decoder.generate(prompt, 3, gen)
+        counts[tuple(out.tokens)] = counts.get(tuple(out.tokens), 0) + 1
+        lengths += out.stats.accept_lengths
+    return counts, lengths
+
+
+@pytest.fixture
+def exact_joint():
+    """`exact_joint(target, prompt, params, depth=3)`: the exact law of the first tokens under sampling."""
+    return _exact_joint
+
+
+@pytest.fixture
+def sample_counts():
+    """`sample_counts(decoder, prompt, n, seed=0)`: outcome counts of n 3-token generations, accept lengths."""
+    return _sample_counts

@@ -73,3 +73,20 @@ def test_scaled_rope_types_come_from_transformers(qwen_target, make_drafter):
     assert inv.shape == inv_default.shape and inv[0] == inv_default[0] and inv[-1] < inv_default[-1]
     with torch.device("meta"):  # the table is built for real even when the model is on meta
         assert DominoDrafter(drafter.config).backbone.rotary.inv_freq.device.type == "cpu"
+
+
+def test_rope_table_stays_fp32_under_a_dtype_cast(qwen_target, make_drafter):
+    drafter = make_drafter(qwen_target)
+    positions = torch.arange(300).unsqueeze(0)
+    cos, _ = drafter.backbone.rotary(positions, torch.float32)
+    drafter.to(torch.bfloat16)
+    assert drafter.backbone.rotary.inv_freq.dtype == torch.float32
+    cos_after, _ = drafter.backbone.rotary(positions, torch.float32)
+    assert torch.equal(cos, cos_after)
+
+
+def test_from_pretrained_binds_to_a_target(qwen_target, make_drafter, tmp_path):
+    make_drafter(qwen_target).save_pretrained(tmp_path, dtype=torch.float32)
+    loaded = DominoDrafter.from_pretrained(tmp_path, target=qwen_target)
+    assert loaded.embed(torch.tensor([3])).shape == (1, 64)
+    assert next(loaded.parameters()).dtype == qwen_target.dtype
