@@ -14,6 +14,7 @@ from omegaconf import DictConfig, OmegaConf
 from domino_train import CONF_DIR
 from domino_train.module import DominoLitModule
 from domino_train.resume import record_identity, resolve_ckpt_path
+from domino_train.slurm import cluster_plugins
 from inference.config import DrafterConfig
 from inference.target import TargetModel
 
@@ -40,7 +41,9 @@ def build(cfg: DictConfig) -> tuple[DominoLitModule, L.LightningDataModule, L.Tr
     )
     callbacks = [instantiate(c) for c in (cfg.get("callbacks") or {}).values() if c is not None]
     loggers = [instantiate(c) for c in (cfg.get("logger") or {}).values() if c is not None]
-    trainer = instantiate(cfg.trainer)(callbacks=callbacks, logger=loggers or False)
+    make_trainer = instantiate(cfg.trainer)
+    plugins = [*(make_trainer.keywords.get("plugins") or []), *cluster_plugins()]
+    trainer = make_trainer(callbacks=callbacks, logger=loggers or False, plugins=plugins or None)
     return module, datamodule, trainer
 
 
