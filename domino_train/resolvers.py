@@ -10,8 +10,9 @@
 - `${domino.gpus_per_node:${trainer.accelerator},${trainer.devices}}`: GPUs to ask Slurm for on each node:
   the devices of a GPU trainer, null (no `--gpus-per-node`) on a CPU one.
 - `${domino.tags:${tags}}`: W&B tags derived from the run (`variant_tags`) followed by the extra `tags`.
-- `${domino.cwd:}`: the working directory. Hydra's `${hydra:runtime.cwd}` is unset in the process that
-  submits a multirun, where the sweep folder (and so the paths) must already resolve.
+- `${domino.cwd:}`: the launch folder: Hydra's `runtime.cwd` where Hydra has set it, else the working
+  directory. `${hydra:runtime.cwd}` itself fails in the process that submits a multirun, where the sweep
+  folder (and so the paths) must already resolve.
 """
 
 from __future__ import annotations
@@ -68,10 +69,16 @@ def run_tags(extra: Any, *, _root_: Any) -> list[str]:
     return derived + [str(t) for t in (extra or []) if str(t) not in derived]
 
 
+def launch_dir() -> str:
+    from hydra.core.hydra_config import HydraConfig
+
+    return HydraConfig.get().runtime.cwd if HydraConfig.initialized() else os.getcwd()
+
+
 def register() -> None:
     """Register the resolvers (idempotent: replaces earlier registrations)."""
     OmegaConf.register_new_resolver("domino.run_id", default_run_id, replace=True)
     OmegaConf.register_new_resolver("domino.run_key", run_key, replace=True)
     OmegaConf.register_new_resolver("domino.gpus_per_node", gpus_per_node, replace=True)
     OmegaConf.register_new_resolver("domino.tags", run_tags, replace=True)
-    OmegaConf.register_new_resolver("domino.cwd", os.getcwd, replace=True)
+    OmegaConf.register_new_resolver("domino.cwd", launch_dir, replace=True)

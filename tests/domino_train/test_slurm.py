@@ -19,6 +19,7 @@ import pytest
 import torch
 from hydra import compose, initialize_config_dir
 from hydra.core.global_hydra import GlobalHydra
+from hydra.core.hydra_config import HydraConfig
 from lightning.fabric.plugins.environments import SLURMEnvironment
 from lightning.pytorch import Trainer
 
@@ -81,7 +82,9 @@ def test_lightning_leaves_requeueing_to_submitit_under_slurm(tiny_cfg, monkeypat
 
 
 def test_launcher_counts_follow_the_trainer(tmp_path, monkeypatch):
-    monkeypatch.setenv("DOMINO_ROOT", str(tmp_path))
+    monkeypatch.delenv("DOMINO_ROOT", raising=False)
+    monkeypatch.chdir(tmp_path)
+    monkeypatch.setattr(HydraConfig.instance(), "cfg", None)  # as in the process that submits a multirun
     GlobalHydra.instance().clear()
     with initialize_config_dir(CONF_DIR, version_base="1.3"):
         gpu = compose(
@@ -94,6 +97,8 @@ def test_launcher_counts_follow_the_trainer(tmp_path, monkeypatch):
     assert (launcher.nodes, launcher.tasks_per_node, launcher.gpus_per_node) == (4, 8, 8)
     assert launcher.max_num_timeout > 0 and launcher.signal_delay_s == 120
     assert (cpu.hydra.launcher.tasks_per_node, cpu.hydra.launcher.gpus_per_node) == (1, None)
+    # the sweep folder resolves there, although ${hydra:runtime.cwd} does not
+    assert launcher.submitit_folder == f"{tmp_path}/artifacts/runs/multirun/{gpu.sweep_id}/.submitit/%j"
 
 
 def test_sbatch_of_a_multinode_gpu_sweep(fake_cluster, monkeypatch):
