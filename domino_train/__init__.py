@@ -2,4 +2,7 @@
 
 from pathlib import Path
 
+from domino_train import resolvers
+
 CONF_DIR = str(Path(__file__).resolve().parents[1] / "conf")  # the Hydra config tree of this checkout
+resolvers.register()  # before any config of the tree is composed

@@ -8,10 +8,13 @@ from typing import Any
 import hydra
 import lightning as L
 from hydra.utils import instantiate
+from lightning.pytorch.loggers import WandbLogger
 from omegaconf import DictConfig, OmegaConf
 
 from domino_train import CONF_DIR
 from domino_train.module import DominoLitModule
+from domino_train.resume import record_identity, resolve_ckpt_path
+from domino_train.slurm import cluster_plugins
 from inference.config import DrafterConfig
 from inference.target import TargetModel
 
@@ -38,7 +41,9 @@ def build(cfg: DictConfig) -> tuple[DominoLitModule, L.LightningDataModule, L.Tr
     )
     callbacks = [instantiate(c) for c in (cfg.get("callbacks") or {}).values() if c is not None]
     loggers = [instantiate(c) for c in (cfg.get("logger") or {}).values() if c is not None]
-    trainer = instantiate(cfg.trainer)(callbacks=callbacks, logger=loggers or False)
+    make_trainer = instantiate(cfg.trainer)
+    plugins = [*(make_trainer.keywords.get("plugins") or []), *cluster_plugins()]
+    trainer = make_trainer(callbacks=callbacks, logger=loggers or False, plugins=plugins or None)
     return module, datamodule, trainer
 
 
@@ -48,16 +53,26 @@ warnings.filterwarnings("ignore", message=".*resuming from a checkpoint that end
 
 
 def train(cfg: DictConfig) -> dict[str, Any]:
-    """Fit (or resume with `ckpt_path`), export, and return the final metrics."""
+    """Fit (or resume: `ckpt_path`, `auto` by default), export, and return the final metrics."""
+    ckpt_path = resolve_ckpt_path(cfg)
+    if ckpt_path is None:
+        record_identity(cfg)  # a fresh start: this folder now holds this recipe
     module, datamodule, trainer = build(cfg)
     try:
-        trainer.fit(module, datamodule=datamodule, ckpt_path=cfg.ckpt_path)
-    finally:
-        for logger in trainer.loggers:
-            finish = getattr(getattr(logger, "experiment", None), "finish", None)
-            if callable(finish) and type(logger).__name__ == "WandbLogger":
-                finish()  # one W&B run per job, even in multiruns and after a crash
+        trainer.fit(module, datamodule=datamodule, ckpt_path=ckpt_path)
+    except BaseException:  # a crash, or a requeue signal's SystemExit: the run is marked failed until resumed
+        finish_wandb(trainer, exit_code=1)
+        raise
+    finish_wandb(trainer, exit_code=0)
     return {k: float(v) for k, v in trainer.callback_metrics.items() if v.numel() == 1}
+
+
+def finish_wandb(trainer: L.Trainer, exit_code: int) -> None:
+    """Close this job's W&B run (if it was started), even after a crash or a requeue signal: without it the
+    next job of a multirun in this process would log into the same run."""
+    for logger in trainer.loggers:
+        if isinstance(logger, WandbLogger) and logger._experiment is not None:
+            logger._experiment.finish(exit_code=exit_code)
 
 
 @hydra.main(version_base="1.3", config_path=CONF_DIR, config_name="train")

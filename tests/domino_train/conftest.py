@@ -34,7 +34,7 @@ TINY_FAST = [
 ]
 
 
-@pytest.fixture
+@pytest.fixture(scope="session")
 def compose_train():
     """`compose_train(overrides, run_dir=None)` -> the composed run config."""
     return _compose_train

@@ -8,6 +8,7 @@ from lightning.pytorch.callbacks import Callback
 
 from domino_train.export import export_checkpoint
 from domino_train.export import main as export_main
+from domino_train.resume import resolve_ckpt_path
 from domino_train.train import build, train
 from inference import DominoDrafter, DrafterCheckpointError, tiny_target
 
@@ -26,7 +27,7 @@ def _fit(cfg, recorder=None):
     module, datamodule, trainer = build(cfg)
     if recorder is not None:
         trainer.callbacks.append(recorder)
-    trainer.fit(module, datamodule=datamodule, ckpt_path=cfg.ckpt_path)
+    trainer.fit(module, datamodule=datamodule, ckpt_path=resolve_ckpt_path(cfg))
     return module, trainer
 
 

@@ -1,0 +1,5 @@
+import sys
+
+from domino_train.report.cli import main
+
+sys.exit(main())

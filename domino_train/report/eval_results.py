@@ -1,0 +1,56 @@
+"""`domino-decode` results (`results.json`) joined to the training runs whose exported drafter they measured.
+
+`results.json` holds `drafter` (the drafter folder it loaded), `mean: {method: {tau, speedup, ...}}` over
+its datasets, and `results: {dataset: {method: {...}}}`. A run matches when its `export/` folder is that
+drafter folder.
+"""
+
+from __future__ import annotations
+
+import json
+from pathlib import Path
+from typing import Any
+
+from domino_train.report.records import ReportError, RunRecord
+
+
+def read_results(path: Path) -> dict[str, Any]:
+    """A `domino-decode` results.json, checked for the keys the report uses."""
+    try:
+        data = json.loads(Path(path).read_text())
+    except FileNotFoundError:
+        raise ReportError(f"{path} does not exist: pass the results.json that domino-decode wrote") from None
+    except json.JSONDecodeError as e:
+        raise ReportError(f"{path} is not JSON ({e.msg}): pass the results.json that domino-decode wrote") from None
+    if not isinstance(data, dict) or not isinstance(data.get("mean"), dict) or not data.get("drafter"):
+        raise ReportError(f"{path} is not a domino-decode results.json of a drafter (needs 'drafter' and 'mean')")
+    return data
+
+
+def attach_eval(runs: list[RunRecord], paths: list[Path]) -> list[tuple[Path, RunRecord]]:
+    """Set `run.eval` (method -> {tau, speedup}) from each results.json on the run whose export it measured;
+    returns the (results.json, run) pairs."""
+    by_export = {r.export_dir.resolve(): r for r in runs if r.export_dir is not None}
+    matched = []
+    for path in paths:
+        data = read_results(path)
+        drafter = Path(data["drafter"])
+        if not drafter.is_absolute():  # domino-decode records it as given; relative to where it ran
+            drafter = Path(path).parent / drafter
+        run = by_export.get(drafter.resolve())
+        if run is None:
+            raise ReportError(
+                f"{path} measured the drafter {data['drafter']}, which is not the export/ of any run given: "
+                "add that run's folder to the report"
+            )
+        for method, metrics in data["mean"].items():
+            if method != "ar":
+                run.eval[method] = {"tau": metrics.get("tau"), "speedup": metrics.get("speedup")}
+        matched.append((Path(path), run))
+    return matched
+
+
+def eval_method(run: RunRecord) -> str | None:
+    """The decoding method that represents a run: `domino` with a head, `dflash` without, else the first."""
+    preferred = "domino" if run.has_head else "dflash"
+    return preferred if preferred in run.eval else next(iter(run.eval), None)

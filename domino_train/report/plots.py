@@ -1,0 +1,74 @@
+"""The report's PNGs: training curves per variant, and acceptance by block position."""
+
+from __future__ import annotations
+
+from pathlib import Path
+
+from domino_train.report.variants import Variant
+
+CURVES = (("train/loss", "training loss"), ("train/lambda", "lambda (weight of CE base)"), ("val/tau_final", "val tau"))
+
+
+def _pyplot():
+    import matplotlib
+
+    matplotlib.use("Agg")  # files only, no display
+    import matplotlib.pyplot as plt
+
+    return plt
+
+
+def plot_curves(variants: list[Variant], path: Path) -> Path:
+    """Loss, lambda and validation tau against optimizer steps; one colour per variant, one line per seed."""
+    plt = _pyplot()
+    fig, axes = plt.subplots(1, len(CURVES), figsize=(5 * len(CURVES), 3.6))
+    for color, v in zip(plt.rcParams["axes.prop_cycle"].by_key()["color"] * 10, variants, strict=False):
+        for i, run in enumerate(v.runs):
+            for ax, (metric, _) in zip(axes, CURVES, strict=True):
+                curve = run.curves.get(metric)
+                if curve:
+                    steps, values = zip(*curve, strict=True)
+                    marker = "o" if len(curve) <= 30 else None  # validations are few: show each one
+                    ax.plot(
+                        steps,
+                        values,
+                        color=color,
+                        alpha=0.85,
+                        marker=marker,
+                        markersize=3,
+                        label=v.label if i == 0 else None,
+                    )
+    for ax, (_, title) in zip(axes, CURVES, strict=True):
+        ax.set(title=title, xlabel="optimizer step")
+        ax.grid(alpha=0.3)
+    axes[0].legend(fontsize=7)
+    fig.tight_layout()
+    fig.savefig(path, dpi=90)
+    plt.close(fig)
+    return path
+
+
+def plot_by_position(variants: list[Variant], path: Path) -> Path:
+    """Greedy accuracy of each block position at the last validation (final logits solid, base dashed),
+    mean over seeds: where along the block each variant's drafts stop matching."""
+    plt = _pyplot()
+    fig, ax = plt.subplots(figsize=(6, 3.6))
+    for color, v in zip(plt.rcParams["axes.prop_cycle"].by_key()["color"] * 10, variants, strict=False):
+        heads = any(r.has_head for r in v.runs)  # without a head, final logits are the base logits
+        for prefix, style in (("val/acc_final", "-"), ("val/acc_base", "--"))[0 if heads else 1 :]:
+            per_run = [r.by_position(prefix) for r in v.runs]
+            per_run = [p for p in per_run if p]
+            if not per_run:
+                continue
+            n = min(len(p) for p in per_run)
+            mean = [sum(p[k] for p in per_run) / len(per_run) for k in range(n)]
+            label = f"{v.label} ({prefix.split('_')[-1]})"
+            ax.plot(range(1, n + 1), mean, style, color=color, marker="o", markersize=3, label=label)
+    ax.set(title="validation accuracy by block position", xlabel="draft position k", ylabel="greedy accuracy")
+    ax.set_ylim(0, 1)
+    ax.grid(alpha=0.3)
+    ax.legend(fontsize=7)
+    fig.tight_layout()
+    fig.savefig(path, dpi=90)
+    plt.close(fig)
+    return path

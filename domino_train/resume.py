@@ -1,0 +1,81 @@
+"""Resuming a run from its own directory: `ckpt_path=auto`, and a guard against continuing a different recipe.
+
+A requeued or resubmitted job lands in the same run directory (a named `run_id`, `slurm-<job id>`, or the
+sweep's `<sweep_id>/<job number>_<task>`), and `auto` resumes from that directory's `last.ckpt` when there is
+one. Sweep job numbers follow the order of the swept values, so a sweep resubmitted with values inserted in
+the middle would hand one grid cell's directory to another: `run_identity.json` records the recipe (and
+seed) a directory was started with, and `auto` refuses to continue it with a different one.
+"""
+
+from __future__ import annotations
+
+import json
+import logging
+import os
+from pathlib import Path
+from typing import Any
+
+from omegaconf import DictConfig
+
+from domino_train.variant import variant_config
+
+log = logging.getLogger(__name__)
+IDENTITY_FILE = "run_identity.json"
+
+
+class ResumeMismatchError(RuntimeError):
+    """`ckpt_path=auto` found a checkpoint that was trained with another recipe or seed."""
+
+
+def run_identity(cfg: DictConfig) -> dict[str, Any]:
+    """The recipe and seed that make a run directory's checkpoints resumable by this config."""
+    return {"seed": cfg.seed, **variant_config(cfg)}
+
+
+def _checkpoint_dir(cfg: DictConfig) -> Path | None:
+    ckpt = (cfg.get("callbacks") or {}).get("model_checkpoint")
+    return Path(ckpt.dirpath) if ckpt is not None and ckpt.get("dirpath") else None
+
+
+def resolve_ckpt_path(cfg: DictConfig) -> str | None:
+    """`cfg.ckpt_path` as `Trainer.fit` takes it.
+
+    `auto`: this run's `last.ckpt` (a file, or a DeepSpeed directory) when it exists, else None (a fresh
+    start); refused with `ResumeMismatchError` when the directory was started with another recipe or seed.
+    Other values (null, `last`, a path) pass through unchanged.
+    """
+    if cfg.ckpt_path != "auto":
+        return cfg.ckpt_path
+    ckpt_dir = _checkpoint_dir(cfg)
+    last = ckpt_dir / "last.ckpt" if ckpt_dir is not None else None
+    if last is None or not last.exists():
+        return None
+    check_identity(Path(cfg.paths.output_dir), run_identity(cfg))
+    log.info("ckpt_path=auto: resuming from %s", last)
+    return str(last)
+
+
+def check_identity(run_dir: Path, identity: dict[str, Any]) -> None:
+    """Refuse to continue `run_dir` when its recorded identity differs from `identity` (no record: accept)."""
+    path = run_dir / IDENTITY_FILE
+    if not path.is_file():
+        return
+    recorded = json.loads(path.read_text())
+    diff = sorted(k for k in recorded.keys() | identity.keys() if recorded.get(k) != identity.get(k))
+    if diff:
+        shown = ", ".join(f"{k}: {recorded.get(k)!r} -> {identity.get(k)!r}" for k in diff[:4])
+        more = f" (+{len(diff) - 4} more)" if len(diff) > 4 else ""
+        raise ResumeMismatchError(
+            f"{run_dir} was started with another recipe ({shown}{more}): resume it with the same overrides, start "
+            "a new run (new run_id / sweep_id), or pass ckpt_path=last to continue it anyway (a sweep resubmitted "
+            "with values inserted before old ones renumbers its jobs: append new values to the first swept key)"
+        )
+
+
+def record_identity(cfg: DictConfig) -> None:
+    """Write `run_identity.json` into the run directory (atomically: every rank of a job writes the same)."""
+    run_dir = Path(cfg.paths.output_dir)
+    run_dir.mkdir(parents=True, exist_ok=True)
+    tmp = run_dir / f".{IDENTITY_FILE}.{os.getpid()}"
+    tmp.write_text(json.dumps(run_identity(cfg), indent=1, sort_keys=True, default=str))
+    os.replace(tmp, run_dir / IDENTITY_FILE)
