@@ -95,7 +95,9 @@ def run(cfg: DictConfig, out_dir: Path) -> dict[str, Any]:
         warm_up(decoders, target, cfg.warmup_tokens)
     records = []
     for name, prompts in benchmarks.items():
-        records += run_dataset(name, prompts, decoders, target, cfg.max_new_tokens, cfg.seed, cfg.progress)
+        records += run_dataset(
+            name, prompts, decoders, target, cfg.max_new_tokens, cfg.seed, cfg.progress, cfg.max_turns
+        )
     meta = {
         "target": target.name,
         "drafter": str(cfg.drafter_path) if drafter is not None else None,

@@ -60,8 +60,12 @@ def run_dataset(
     max_new_tokens: int,
     seed: int = 0,
     progress: bool = True,
+    max_turns: int | None = None,
 ) -> list[Record]:
-    """Every method (in order) over `prompts`; returns one `Record` per method, prompt and turn."""
+    """Every method (in order) over `prompts`; returns one `Record` per method, prompt and turn.
+
+    `max_turns` keeps only the first turns of multi-turn prompts (1 = mt-bench's first turns only).
+    """
     records: list[Record] = []
     history: dict[tuple[str, int], str] = {}  # the first method's reply to each turn
     for m, (method, decoder) in enumerate(decoders.items()):
@@ -69,7 +73,7 @@ def run_dataset(
         index = 0
         for prompt in bar:
             messages: list[dict[str, str]] = []
-            for turn, content in enumerate(prompt.turns):
+            for turn, content in enumerate(prompt.turns[:max_turns]):
                 messages.append({"role": "user", "content": content})
                 ids = target.chat_ids(messages)
                 generator = torch.Generator(target.device).manual_seed(seed * 1_000_003 + index)

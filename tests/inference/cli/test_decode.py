@@ -86,3 +86,14 @@ def test_bad_input_is_refused_with_the_valid_choices(overrides, message, tmp_pat
     monkeypatch.setattr(decode.hydra.utils, "instantiate", lambda *a, **k: pytest.fail("the target was loaded"))
     with pytest.raises(ValueError, match=message):
         decode.run(_cfg(*overrides), tmp_path)
+
+
+@pytest.mark.parametrize("preset", sorted(p.stem for p in (Path(CONF) / "preset").glob("*.yaml")))
+def test_every_preset_composes_with_valid_choices(preset):
+    with initialize_config_dir(config_dir=CONF, version_base="1.3"):
+        cfg = compose("decode", overrides=[f"preset={preset}"])
+    from inference.decoding.api import DECODING_METHODS
+    from inference.decoding.benchmarks import BENCHMARKS
+
+    assert set(cfg.methods) <= set(DECODING_METHODS) and cfg.target.spec == "smollm2"
+    assert all(spec.split(":")[0].replace("_", "-") in BENCHMARKS for spec in cfg.bench)
