@@ -27,6 +27,7 @@ from inference.sampling import SamplingParams
 from inference.target_loader import default_dtype, load_target_config
 
 log = logging.getLogger("domino-decode")
+BASELINE_METHODS = ("dflash", "ddtree")  # methods that read only the backbone's base logits
 CONF_DIR = Path(__file__).resolve().parents[2] / "conf"  # the repository's Hydra tree (editable installs)
 
 
@@ -36,6 +37,20 @@ def _git_commit() -> str | None:
     except OSError:
         return None
     return out.stdout.strip() or None
+
+
+def _drafter_paths(cfg: DictConfig, methods: list[str]) -> dict[str, str]:
+    """The drafter folder each drafting method uses: `baseline_drafter_path` (when set) for the no-head
+    baselines (dflash, ddtree), `drafter_path` for the rest."""
+    paths = {}
+    for m in methods:
+        if m == "ar":
+            continue
+        path = cfg.baseline_drafter_path if m in BASELINE_METHODS and cfg.baseline_drafter_path else cfg.drafter_path
+        if not path:
+            raise ValueError(f"method {m!r} needs a drafter: set drafter_path=PATH")
+        paths[m] = str(path)
+    return paths
 
 
 def run(cfg: DictConfig, out_dir: Path) -> dict[str, Any]:
@@ -55,25 +70,25 @@ def run(cfg: DictConfig, out_dir: Path) -> dict[str, Any]:
     data_paths = OmegaConf.to_container(cfg.bench_data) if cfg.bench_data else {}
     benchmarks = dict(load_benchmark(spec, data_paths, cfg.bench_hub) for spec in cfg.bench)
 
-    drafter = None
-    if any(m != "ar" for m in methods):
-        if not cfg.drafter_path:
-            raise ValueError(f"methods {[m for m in methods if m != 'ar']} need a drafter: set drafter_path=PATH")
+    paths = _drafter_paths(cfg, methods)
+    drafters: dict[str, DominoDrafter] = {}
+    if paths:
         # The target's device and dtype as `load_target` will choose them, so the drafter loads straight
         # into them (casting a built module would also round its fp32 RoPE table).
         device = cfg.target.get("device") or ("cuda" if torch.cuda.is_available() else "cpu")
         dtype = getattr(torch, cfg.target.dtype) if cfg.target.get("dtype") else default_dtype(device)
         target_config = load_target_config(cfg.target.spec)
-        drafter = DominoDrafter.from_pretrained(cfg.drafter_path, target_config, device=device, dtype=dtype)
+        for path in dict.fromkeys(paths.values()):
+            drafters[path] = DominoDrafter.from_pretrained(path, target_config, device=device, dtype=dtype)
 
     target = hydra.utils.instantiate(cfg.target)
-    if drafter is not None:
+    for drafter in drafters.values():
         drafter.bind_target(target.embed_tokens, target.lm_head)
     decoders = {
         m: build_decoder(
             m,
             target,
-            drafter,
+            drafters[paths[m]] if m in paths else None,
             sampling,
             cfg.tree.verify if m in TREE_METHODS else cfg.verify,
             max_context=cfg.max_context,
@@ -100,7 +115,8 @@ def run(cfg: DictConfig, out_dir: Path) -> dict[str, Any]:
         )
     meta = {
         "target": target.name,
-        "drafter": str(cfg.drafter_path) if drafter is not None else None,
+        "drafter": str(cfg.drafter_path) if cfg.drafter_path and drafters else None,
+        "baseline_drafter": str(cfg.baseline_drafter_path) if cfg.baseline_drafter_path else None,
         "device": str(target.device),
         "dtype": str(target.dtype).removeprefix("torch."),
         "temperature": cfg.temperature,

@@ -97,3 +97,23 @@ def test_every_preset_composes_with_valid_choices(preset):
 
     assert set(cfg.methods) <= set(DECODING_METHODS) and cfg.target.spec == "smollm2"
     assert all(spec.split(":")[0].replace("_", "-") in BENCHMARKS for spec in cfg.bench)
+
+
+def test_baselines_draft_with_the_baseline_drafter(drafter_path, qwen_target, make_drafter, tmp_path, monkeypatch):
+    """dflash / ddtree get the drafter at `baseline_drafter_path`, domino / dominotree keep `drafter_path`."""
+    dflash = make_drafter(qwen_target, head=None).save_pretrained(tmp_path / "dflash", dtype=torch.float32)
+    given = {}
+    build = decode.build_decoder
+
+    def spy(method, target, drafter, *args, **kwargs):
+        given[method] = drafter
+        return build(method, target, drafter, *args, **kwargs)
+
+    monkeypatch.setattr(decode, "build_decoder", spy)
+    overrides = [f"drafter_path={drafter_path}", "methods=[ar,dflash,domino,ddtree]", "bench=[humaneval:1]"]
+    report = decode.run(_cfg(*overrides, f"baseline_drafter_path={dflash}"), tmp_path / "run")
+    assert given["ar"] is None
+    assert given["dflash"] is given["ddtree"] and given["dflash"].head is None
+    assert given["domino"].head is not None
+    assert all(report["results"]["humaneval"][m]["lossless"] for m in ("dflash", "domino", "ddtree"))
+    assert report["baseline_drafter"] == str(dflash)
