@@ -217,7 +217,7 @@ class SyntheticDataModule(_DominoDataModule):
     def setup(self, stage: str | None = None) -> None:
         if self.train_set is not None:
             return
-        from inference.generation import generate_batch
+        from inference.batch_generation import generate_batch
         from inference.sampling import SamplingParams
 
         if callable(self.target_factory):

@@ -1,6 +1,6 @@
 """Generation backends for the regenerate stage.
 
-- `LocalBackend`: the target in this process (`inference.generation.generate_batch`: left-padded
+- `LocalBackend`: the target in this process (`inference.batch_generation.generate_batch`: left-padded
   batches over one KV cache, a random stream per request). Right for small targets and tests.
 - `OpenAIBackend`: an OpenAI-compatible chat server (SGLang, vLLM) for large targets, called with
   `concurrency` requests in flight; the target's `chat_template_kwargs` (e.g. `enable_thinking: false`)
@@ -23,7 +23,7 @@ from typing import Any
 
 import torch
 
-from inference.generation import generate_batch
+from inference.batch_generation import generate_batch
 from inference.sampling import SamplingParams
 from inference.target import TargetModel
 

@@ -10,7 +10,7 @@ from domino_train.data.prepare import prepare
 from domino_train.data.regenerate import regenerate, request_seed
 from domino_train.data.shards import list_shards, read_shards
 from domino_train.data.sources import LocalFiles
-from inference.generation import generate_batch
+from inference.batch_generation import generate_batch
 from inference.sampling import SamplingParams
 
 

@@ -1,6 +1,6 @@
 import torch
 
-from inference.generation import generate_batch
+from inference.batch_generation import generate_batch
 from inference.sampling import SamplingParams
 
 
