@@ -101,7 +101,9 @@ class DominoLitModule(L.LightningModule):
     def _step(self, batch: dict[str, torch.Tensor], generator: torch.Generator) -> dict[str, Any]:
         ids, loss_mask = batch["input_ids"], batch["loss_mask"]
         features = batch.get("features")
-        if features is None:
+        if features is not None:  # a cache stores bf16 whatever the drafter trains in
+            features = features.to(self.drafter.backbone.fc.weight.dtype)
+        else:
             with torch.no_grad():
                 out = self.target(ids, attention_mask=batch["attention_mask"], layer_ids=self.config.target_layer_ids)
                 features = out.features

@@ -123,6 +123,12 @@ def test_offline_features_give_the_online_loss(tmp_path, tiny_cfg):
     _fit(tiny_cfg(*data, f"data.features_path={tmp_path / 'features'}"), offline)
     for step in (1, 2, 3):
         assert offline.losses[step] == pytest.approx(online.losses[step], rel=1e-4), step
+    # the default bf16 cache feeds an fp32 drafter: cast on the way in, rounding the loss only slightly
+    build_feature_cache(target, tmp_path / "tokenized", tmp_path / "features16", [1, 3], dtype=torch.bfloat16)
+    half = Recorder()
+    _fit(tiny_cfg(*data, f"data.features_path={tmp_path / 'features16'}"), half)
+    for step in (1, 2, 3):
+        assert half.losses[step] == pytest.approx(online.losses[step], rel=2e-2), step
     with pytest.raises(ValueError, match="feature cache holds target layers"):
         _fit(tiny_cfg(*data, f"data.features_path={tmp_path / 'features'}", "drafter.num_draft_layers=3"))
 
