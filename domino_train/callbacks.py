@@ -63,10 +63,18 @@ def gathered_parameters(trainer: L.Trainer, module: torch.nn.Module) -> contextl
 
 
 class TokensPerSecond(Callback):
-    """Training tokens per second (all ranks), shown on the progress bar and logged."""
+    """Training tokens per second (all ranks), shown on the progress bar and logged, and the training
+    seconds so far (`train/seconds`, kept across resumes): the x-axis of curves against compute."""
 
     def __init__(self) -> None:
         self._t0: float | None = None
+        self.seconds = 0.0
+
+    def state_dict(self) -> dict[str, float]:
+        return {"seconds": self.seconds}
+
+    def load_state_dict(self, state: dict[str, float]) -> None:
+        self.seconds = float(state.get("seconds", 0.0))
 
     def on_train_batch_start(self, trainer: L.Trainer, pl_module: L.LightningModule, batch: Any, idx: int) -> None:
         self._t0 = time.perf_counter()
@@ -80,3 +88,5 @@ class TokensPerSecond(Callback):
         tokens = int(batch["attention_mask"].sum()) * trainer.world_size
         pl_module.log("train/tokens_per_s", tokens / max(seconds, 1e-9), on_step=True, prog_bar=True, batch_size=1)
         pl_module.log("train/s_per_step", seconds, on_step=True, batch_size=1)
+        self.seconds += seconds
+        pl_module.log("train/seconds", self.seconds, on_step=True, batch_size=1)

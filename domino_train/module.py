@@ -6,7 +6,10 @@ GRU teacher-forced (`causal_input=teacher_forced`) or rolled out on its own gree
 (`causal_input=ttt`). A drafter without head trains on CE(base) alone.
 
 The target is loaded once per process in `setup` (on that rank's device) and kept outside the module's
-parameters, optimizer and checkpoints; the drafter borrows its embedding and lm_head by reference.
+parameters, optimizer and checkpoints; the drafter borrows its embedding and lm_head by reference. Also
+in `setup`: the draft vocabulary (when `draft_vocab_size` is set) is chosen as the N most frequent labels
+of the training rows, and `init=target` copies the target's top layers into the drafter; a resumed run
+then restores both from its checkpoint.
 """
 
 from __future__ import annotations
@@ -21,10 +24,12 @@ from domino_train.objectives import (
     acceptance_stats,
     block_targets,
     lambda_at,
+    restrict_to_draft_vocab,
     sample_anchors,
     warmup_cosine,
     weighted_ce,
 )
+from domino_train.target_init import INITS, init_from_target
 from inference.config import DrafterConfig
 from inference.drafter import DominoDrafter
 from inference.target import TargetModel
@@ -50,11 +55,14 @@ class DominoLitModule(L.LightningModule):
         min_lr_ratio: float = 0.0,
         flex_attention: str = "auto",
         seed: int = 0,
+        init: str = "random",
         run_config: dict[str, Any] | None = None,
     ) -> None:
         super().__init__()
         if causal_input not in CAUSAL_INPUTS:
             raise ValueError(f"causal_input must be one of {CAUSAL_INPUTS}, got {causal_input!r}")
+        if init not in INITS:
+            raise ValueError(f"drafter.init must be one of {INITS}, got {init!r}")
         lambda_at(0, 1, lambda_start, decay_ratio, curriculum)  # validates the curriculum name now
         self.save_hyperparameters(ignore=["target"])
         self.config = DrafterConfig.from_hf_dict(drafter_config)
@@ -62,20 +70,52 @@ class DominoLitModule(L.LightningModule):
         self.target_factory = target
         self.target: TargetModel | None = None
         self.data_manifest: dict[str, Any] = {}
+        self.distill = False  # labels = the target's own next tokens (data.labels=target)
+        self.blocks_seen = 0  # anchor blocks trained on so far (all ranks), kept across resumes
 
     # --------------------------------------------------------------------------- set-up
     def setup(self, stage: str) -> None:
-        if self.target is None:
+        first = self.target is None
+        if first:
             self.target = self.target_factory(device=self.trainer.strategy.root_device)
             self.drafter.bind_target(self.target.embed_tokens, self.target.lm_head)
         datamodule = getattr(self.trainer, "datamodule", None)
-        self.data_manifest = getattr(datamodule, "manifest", {}) or {}
+        self.data_manifest = dict(getattr(datamodule, "manifest", {}) or {})
+        self.distill = getattr(datamodule, "labels", "text") == "target"
+        if first and self.hparams.init == "target":
+            init_from_target(self.drafter, self.target)
+        if first and self.drafter.has_draft_vocab:
+            self.data_manifest["draft_vocab"] = self._choose_draft_vocab(datamodule)
         cached = getattr(datamodule, "feature_layer_ids", None)
         if cached is not None and list(cached) != self.config.target_layer_ids:
             raise ValueError(
                 f"the feature cache holds target layers {cached} but the drafter uses "
                 f"{self.config.target_layer_ids}: rebuild the cache with these layer ids or train with online features"
             )
+
+    def _choose_draft_vocab(self, datamodule: Any) -> dict[str, Any]:
+        """The N most frequent training labels become the draft vocabulary; returns its coverage."""
+        n, v = self.config.draft_vocab_size, self.config.vocab_size
+        train_set = getattr(datamodule, "train_set", None)
+        if train_set is None or not hasattr(train_set, "label_counts"):
+            raise ValueError("draft_vocab_size needs a data module whose rows can be counted (TokenizedDataModule)")
+        predict = None
+        if self.distill and not getattr(train_set, "with_next_ids", False):  # online: run the target per row
+
+            @torch.no_grad()
+            def predict(ids: torch.Tensor) -> torch.Tensor:
+                return self.target(ids.unsqueeze(0).to(self.target.device)).logits[0].argmax(-1).cpu()
+
+        counts = train_set.label_counts(v, predict)
+        ids = counts.argsort(descending=True, stable=True)[:n]
+        self.drafter.set_draft_vocab(ids)
+        report = {"size": n, "train_labels": int(counts.sum()), "distinct_train_labels": int((counts > 0).sum())}
+        report["coverage_train"] = round(float(counts[ids].sum() / counts.sum().clamp(min=1)), 5)
+        if getattr(datamodule, "val_set", None) is not None:
+            val = datamodule.val_set.label_counts(v, predict)
+            report["coverage_val"] = round(float(val[ids].sum() / val.sum().clamp(min=1)), 5)
+        print(f"draft vocabulary: {report}")
+        return report
 
     def configure_optimizers(self) -> dict[str, Any]:
         hp = self.hparams
@@ -100,15 +140,28 @@ class DominoLitModule(L.LightningModule):
 
     def _step(self, batch: dict[str, torch.Tensor], generator: torch.Generator) -> dict[str, Any]:
         ids, loss_mask = batch["input_ids"], batch["loss_mask"]
-        features = batch.get("features")
+        features, next_ids = batch.get("features"), batch.get("next_ids")
         if features is not None:  # a cache stores bf16 whatever the drafter trains in
             features = features.to(self.drafter.backbone.fc.weight.dtype)
         else:
             with torch.no_grad():
                 out = self.target(ids, attention_mask=batch["attention_mask"], layer_ids=self.config.target_layer_ids)
                 features = out.features
+                if self.distill:
+                    next_ids = out.logits.argmax(-1)
+        if self.distill and next_ids is None:
+            raise ValueError("data.labels=target needs feature caches with next_ids, or online features")
         anchors = sample_anchors(loss_mask, self.hparams.num_anchors, generator)
-        targets = block_targets(ids, loss_mask, anchors, self.config.num_draft_tokens, self.hparams.gamma)
+        targets = block_targets(
+            ids,
+            loss_mask,
+            anchors,
+            self.config.num_draft_tokens,
+            self.hparams.gamma,
+            next_ids if self.distill else None,
+        )
+        if self.drafter.has_draft_vocab:
+            targets = restrict_to_draft_vocab(targets, self.drafter.to_draft_ids)
         hidden = self.drafter.forward_blocks(features, ids, anchors, use_flex=self._use_flex())
         if self.drafter.head is not None and self.hparams.causal_input == "ttt":
             logits = self.drafter.rollout_logits(hidden, targets.causal_tokens[..., 0])
@@ -133,6 +186,12 @@ class DominoLitModule(L.LightningModule):
             acc_base=acc_base,
             acc_final=acc_final,
             tokens=int(batch["attention_mask"].sum()),
+            blocks=int((anchors >= 0).sum()),
+            out_of_vocab=(
+                (targets.valid & ~targets.in_vocab).sum() / targets.valid.sum().clamp(min=1)
+                if targets.in_vocab is not None
+                else None
+            ),
         )
 
     def _generator(self, stage_offset: int, index: int) -> torch.Generator:
@@ -151,6 +210,8 @@ class DominoLitModule(L.LightningModule):
         for j, (a, b) in enumerate(zip(r["acc_base"], r["acc_final"], strict=True), start=1):
             self.log(f"{prefix}/acc_base/pos{j:02d}", a, **opts)
             self.log(f"{prefix}/acc_final/pos{j:02d}", b, **opts)
+        if r["out_of_vocab"] is not None:  # labels outside the draft vocabulary (weight 0)
+            self.log(f"{prefix}/out_of_vocab", r["out_of_vocab"], **opts)
         if prefix == "train":
             self.log("train/lambda", r["lam"], prog_bar=True, **opts)
             self.log("train/lr", self.trainer.optimizers[0].param_groups[0]["lr"], **opts)
@@ -159,6 +220,8 @@ class DominoLitModule(L.LightningModule):
         r = self._step(batch, self._generator(0, self.trainer.fit_loop.epoch_loop.total_batch_idx))
         self._log("train", r, on_step=True)
         self.log("train/tokens", float(r["tokens"]), on_step=True, reduce_fx="sum", batch_size=1)
+        self.blocks_seen += r["blocks"] * self.trainer.world_size
+        self.log("train/blocks_seen", float(self.blocks_seen), on_step=True, batch_size=1)
         return r["loss"]
 
     def on_before_optimizer_step(self, optimizer: torch.optim.Optimizer) -> None:
@@ -175,3 +238,7 @@ class DominoLitModule(L.LightningModule):
         """Checkpoints carry what `domino-export` needs: the drafter's config.json and the data manifest."""
         checkpoint["drafter_config"] = self.config.to_hf_dict()
         checkpoint["data_manifest"] = self.data_manifest
+        checkpoint["blocks_seen"] = self.blocks_seen
+
+    def on_load_checkpoint(self, checkpoint: dict[str, Any]) -> None:
+        self.blocks_seen = int(checkpoint.get("blocks_seen", 0))

@@ -3,8 +3,9 @@ predict serving speed (per-position accuracy, simulated acceptance length).
 
 For each sequence, up to `num_anchors` anchors a are drawn (without replacement, fresh every step) among
 the positions where tokens a and a + 1 are both loss-masked (assistant) tokens. Draft token j of the
-block anchored at a predicts token a + j with weight `loss_mask[a + j] * exp(-(j - 1) / gamma)`; the loss
-is `sum(w * CE) / sum(w)`.
+block anchored at a predicts token a + j (or, distilling, the target's own choice there: `block_targets`)
+with weight `loss_mask[a + j] * exp(-(j - 1) / gamma)`; the loss is `sum(w * CE) / sum(w)`. With a draft
+vocabulary, labels outside it weigh 0 (`restrict_to_draft_vocab`).
 """
 
 from __future__ import annotations
@@ -31,16 +32,30 @@ def sample_anchors(loss_mask: torch.Tensor, num_anchors: int, generator: torch.G
 
 @dataclass
 class BlockTargets:
-    labels: torch.Tensor  # [b, A, D] token ids (0 where invalid)
-    weights: torch.Tensor  # [b, A, D] loss weights (0 where invalid)
+    labels: torch.Tensor  # [b, A, D] label ids in the drafter's logit space (0 where invalid)
+    weights: torch.Tensor  # [b, A, D] loss weights (0 where invalid or outside the draft vocabulary)
     valid: torch.Tensor  # [b, A, D] bool: the label exists and is an assistant token
-    causal_tokens: torch.Tensor  # [b, A, D] ground-truth tokens the GRU consumes (root, drafts 1..D-1)
+    causal_tokens: torch.Tensor  # [b, A, D] target ids the GRU consumes (root, drafts 1..D-1)
+    in_vocab: torch.Tensor | None = None  # [b, A, D] bool: the label is inside the draft vocabulary
 
 
 def block_targets(
-    input_ids: torch.Tensor, loss_mask: torch.Tensor, anchors: torch.Tensor, num_draft: int, gamma: float
+    input_ids: torch.Tensor,
+    loss_mask: torch.Tensor,
+    anchors: torch.Tensor,
+    num_draft: int,
+    gamma: float,
+    next_ids: torch.Tensor | None = None,
 ) -> BlockTargets:
-    """Labels, weights and teacher-forcing inputs of every anchor block."""
+    """Labels, weights and teacher-forcing inputs of every anchor block.
+
+    Without `next_ids` the labels are the text itself: draft token j of anchor a predicts token a + j.
+    With `next_ids` [b, T] (the target's greedy next token at every position: distillation on text the
+    target did not write) draft token j is labelled `next_ids[a + j - 1]`, which is what serving would
+    verify; it is known only while the text after the anchor agrees with the target's own choices
+    (tokens a+1..a+j-1 equal next_ids[a..a+j-2]), and has weight 0 past the first disagreement. On text
+    the target wrote greedily both rules give the same labels.
+    """
     b, t = input_ids.shape
     offsets = torch.arange(num_draft + 1, device=input_ids.device)
     pos = anchors.clamp(min=0).unsqueeze(-1) + offsets  # [b, A, D + 1]: a, a+1, ..., a+D
@@ -49,12 +64,35 @@ def block_targets(
     tokens = torch.gather(input_ids.unsqueeze(1).expand(-1, anchors.shape[1], -1), 2, pos_c)
     mask = torch.gather(loss_mask.unsqueeze(1).expand(-1, anchors.shape[1], -1), 2, pos_c) > 0
     valid = (inside & mask)[..., 1:]
+    labels = tokens[..., 1:]
+    if next_ids is not None:
+        predicted = torch.gather(next_ids.long().unsqueeze(1).expand(-1, anchors.shape[1], -1), 2, pos_c)
+        labels = predicted[..., :-1]  # label j = the target's choice after a + j - 1
+        agree = (tokens[..., 1:] == labels).long()  # the text's token a + j is the target's choice
+        known = torch.cat([torch.ones_like(agree[..., :1]), agree[..., :-1].cumprod(-1)], dim=-1) > 0
+        valid = valid & known
     decay = torch.exp(-torch.arange(num_draft, device=input_ids.device, dtype=torch.float32) / gamma)
     return BlockTargets(
-        labels=torch.where(valid, tokens[..., 1:], 0),
+        labels=torch.where(valid, labels, 0),
         weights=valid.float() * decay,
         valid=valid,
         causal_tokens=tokens[..., :-1],
+    )
+
+
+def restrict_to_draft_vocab(targets: BlockTargets, to_draft_ids) -> BlockTargets:  # noqa: ANN001
+    """Labels in draft-vocabulary ids; labels outside the subset keep counting as misses but weigh 0.
+
+    `to_draft_ids`: target ids -> (draft ids, inside) (`DominoDrafter.to_draft_ids`).
+    """
+    ids, inside = to_draft_ids(targets.labels)
+    inside = inside & targets.valid
+    return BlockTargets(
+        labels=torch.where(inside, ids, 0),
+        weights=targets.weights * inside,
+        valid=targets.valid,
+        causal_tokens=targets.causal_tokens,
+        in_vocab=inside,
     )
 
 
@@ -74,6 +112,8 @@ def acceptance_stats(logits: torch.Tensor, targets: BlockTargets) -> tuple[torch
     invalid label.
     """
     correct = (logits.argmax(-1) == targets.labels) & targets.valid
+    if targets.in_vocab is not None:  # a label outside the draft vocabulary can never be drafted
+        correct &= targets.in_vocab
     valid_count = targets.valid.flatten(0, -2).sum(0).clamp(min=1)
     per_position = correct.flatten(0, -2).sum(0) / valid_count
     run = correct.long().cumprod(-1).sum(-1)  # accepted prefix length per block

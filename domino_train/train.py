@@ -20,8 +20,12 @@ from inference.target import TargetModel
 
 
 def drafter_config(cfg: DictConfig, target: TargetModel) -> DrafterConfig:
-    """The drafter for this target: `cfg.drafter` over the target's HF config (weights not needed)."""
-    make = instantiate(cfg.drafter)
+    """The drafter for this target: `cfg.drafter` over the target's HF config (weights not needed).
+
+    `drafter.init` is not a shape: it goes to the module (see `domino_train.target_init`)."""
+    spec = OmegaConf.to_container(cfg.drafter, resolve=True)
+    spec.pop("init", None)
+    make = instantiate(spec)
     mask = cfg.drafter.mask_token_id if cfg.drafter.mask_token_id is not None else target.mask_token_id
     return make(target.config, mask_token_id=mask)
 
@@ -36,6 +40,7 @@ def build(cfg: DictConfig) -> tuple[DominoLitModule, L.LightningDataModule, L.Tr
         drafter_config=config.to_hf_dict(),
         target=target_factory,
         seed=cfg.seed,
+        init=cfg.drafter.get("init", "random"),
         run_config=OmegaConf.to_container(cfg, resolve=True),
         **OmegaConf.to_container(cfg.train, resolve=True),
     )

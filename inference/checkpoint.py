@@ -2,7 +2,8 @@
 
 `config.json` (see `DrafterConfig.to_hf_dict`) + `model.safetensors` with flat key names
 (`layers.{i}...`, `fc.weight`, `hidden_norm.weight`, `norm.weight`, and for Domino
-`prefix_gru.weight_{ih,hh}_l0`, `embed_proj.{0,2}.weight`); no embedding, no lm_head.
+`prefix_gru.weight_{ih,hh}_l0`, `embed_proj.{0,2}.weight`); no embedding, no lm_head. A drafter with a
+draft vocabulary also carries EAGLE-3's `d2t` (int64) and `t2d` (bool), kept in their own dtypes.
 
 Loading is strict on purpose: serving stacks skip unknown weights silently, and a drafter that lost its
 head serves tau ~ 1. Every problem (missing / unexpected key, shape, dtype, projector type, mismatch with
@@ -26,6 +27,7 @@ from inference.config import DrafterConfig
 CONFIG_NAME = "config.json"
 WEIGHTS_NAME = "model.safetensors"
 _SUBMODULE_PREFIXES = ("backbone.", "head.")
+_VOCAB_MAP_DTYPES = {"d2t": "int64", "t2d": "bool"}  # the draft vocabulary's buffers: never cast
 _ALLOWED_DTYPES = {"bfloat16": torch.bfloat16, "float16": torch.float16, "float32": torch.float32}
 
 
@@ -37,6 +39,9 @@ def export_state_dict(drafter: torch.nn.Module) -> dict[str, torch.Tensor]:
     """The drafter's weights under the public checkpoints' flat key names."""
     out = {}
     for name, tensor in drafter.state_dict().items():
+        if name in _VOCAB_MAP_DTYPES:
+            out[name] = tensor
+            continue
         for prefix in _SUBMODULE_PREFIXES:
             if name.startswith(prefix):
                 out[name[len(prefix) :]] = tensor
@@ -52,7 +57,10 @@ def save_checkpoint(drafter: torch.nn.Module, path: str | Path, dtype: torch.dty
         raise ValueError(f"dtype must be one of {sorted(_ALLOWED_DTYPES)}, got {dtype}")
     path = Path(path)
     path.mkdir(parents=True, exist_ok=True)
-    tensors = {k: v.detach().to("cpu", dtype).contiguous() for k, v in export_state_dict(drafter).items()}
+    tensors = {
+        k: v.detach().to("cpu", v.dtype if k in _VOCAB_MAP_DTYPES else dtype).contiguous()
+        for k, v in export_state_dict(drafter).items()
+    }
     config = drafter.config.to_hf_dict(dtype)
     with tempfile.TemporaryDirectory(dir=path) as tmp:
         save_file(tensors, os.path.join(tmp, WEIGHTS_NAME), metadata={"format": "pt"})
@@ -160,19 +168,29 @@ def load_checkpoint(
         file_dtype, shape = meta[key]
         if shape != expected[key]:
             problems.append(f"{key}: shape {list(shape)} != expected {list(expected[key])}")
-        if declared in _ALLOWED_DTYPES and file_dtype != declared:
+        if key in _VOCAB_MAP_DTYPES:
+            if file_dtype != _VOCAB_MAP_DTYPES[key]:
+                problems.append(f"{key}: dtype {file_dtype} != {_VOCAB_MAP_DTYPES[key]} (the draft vocabulary map)")
+        elif declared in _ALLOWED_DTYPES and file_dtype != declared:
             problems.append(f"{key}: dtype {file_dtype} != config's {declared}")
         elif file_dtype not in _ALLOWED_DTYPES:
             problems.append(f"{key}: dtype {file_dtype} is not a float dtype a drafter can use")
-    if declared is None and len({d for d, _ in meta.values()}) > 1:
-        problems.append(f"mixed dtypes {sorted({d for d, _ in meta.values()})} and no dtype in the config")
+    float_dtypes = {d for k, (d, _) in meta.items() if k not in _VOCAB_MAP_DTYPES}
+    if declared is None and len(float_dtypes) > 1:
+        problems.append(f"mixed dtypes {sorted(float_dtypes)} and no dtype in the config")
     if problems:
         raise DrafterCheckpointError(f"{path}: " + "; ".join(problems))
 
-    load_dtype = dtype or _ALLOWED_DTYPES[declared or next(iter(meta.values()))[0]]
+    load_dtype = dtype or _ALLOWED_DTYPES[declared or next(iter(float_dtypes))]
     names = set(model.state_dict())
     prefixed = {}
     for key, t in tensors.items():
+        if key in _VOCAB_MAP_DTYPES:
+            prefixed[key] = t
+            continue
         full = next(p + key for p in _SUBMODULE_PREFIXES if p + key in names)
         prefixed[full] = t.to(load_dtype)
     model.load_state_dict(prefixed, strict=True, assign=True)
+    vocab_problems = model.draft_vocab_problems()
+    if vocab_problems:
+        raise DrafterCheckpointError(f"{path}: " + "; ".join(vocab_problems))

@@ -91,6 +91,7 @@ class DrafterConfig:
     correction_rank: int = 256
     pure_draft_prefix_len: int = 1
     shift_label: bool = False
+    draft_vocab_size: int | None = None  # N: logits over the N ids in `d2t` (FR-Spec / EAGLE-3); None = all V
 
     def __post_init__(self) -> None:
         self.target_layer_ids = [int(i) for i in self.target_layer_ids]
@@ -102,6 +103,8 @@ class DrafterConfig:
             raise ValueError("num_attention_heads must be a multiple of num_key_value_heads")
         if not 0 <= self.mask_token_id < self.vocab_size:
             raise ValueError(f"mask_token_id {self.mask_token_id} is outside the vocabulary [0, {self.vocab_size})")
+        if self.draft_vocab_size is not None and not 0 < self.draft_vocab_size <= self.vocab_size:
+            raise ValueError(f"draft_vocab_size must be in [1, {self.vocab_size}], got {self.draft_vocab_size}")
         bad = [i for i in self.target_layer_ids if not 0 <= i < self.num_target_layers]
         if bad:
             raise ValueError(f"target_layer_ids {bad} are outside the target's {self.num_target_layers} layers")
@@ -109,6 +112,11 @@ class DrafterConfig:
     @property
     def has_head(self) -> bool:
         return self.head is not None
+
+    @property
+    def output_vocab_size(self) -> int:
+        """Width of the drafter's logits: the draft vocabulary N when one is set, else the target's V."""
+        return self.draft_vocab_size or self.vocab_size
 
     @property
     def num_context_features(self) -> int:
@@ -213,6 +221,7 @@ class DrafterConfig:
             "dtype": dtype_name,
             "block_size": self.block_size,
             "num_target_layers": self.num_target_layers,
+            **({"draft_vocab_size": self.draft_vocab_size} if self.draft_vocab_size is not None else {}),
             "dflash_config": dflash,
         }
 
@@ -265,4 +274,11 @@ class DrafterConfig:
             correction_rank=dflash.get("emb_dim", 256),
             pure_draft_prefix_len=dflash.get("pure_draft_prefix_len", 1),
             shift_label=bool(dflash.get("shift_label", False)),
+            draft_vocab_size=_draft_vocab_size(d),
         )
+
+
+def _draft_vocab_size(d: dict[str, Any]) -> int | None:
+    """EAGLE-3's top-level `draft_vocab_size`; equal to `vocab_size` (or absent) means the full vocabulary."""
+    n = d.get("draft_vocab_size")
+    return None if n is None or n == d["vocab_size"] else int(n)

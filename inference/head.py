@@ -2,7 +2,8 @@
 
 `S_j` is the GRU state after consuming block tokens `0..j` (root first; input = frozen target token
 embeddings). Draft token `j` (1-based) gets `L_j = L_base_j + W2 . SiLU(W1 . [H_j ; S_{j-1}])` when
-`j > pure_draft_prefix_len`, and base logits otherwise. Because the correction lives in logit space the
+`j > pure_draft_prefix_len`, and base logits otherwise. With a draft vocabulary W2 has N rows, one per
+draft id, like the base logits it corrects. Because the correction lives in logit space the
 backbone and the lm_head run once per block; only the GRU step and the rank-r update are sequential.
 
 Decoding needs the pieces separately: one GRU `step`, and the `correction` for a (hidden, state) pair,
@@ -26,7 +27,7 @@ class DominoHead(nn.Module):
         self.pure_draft_prefix_len = config.pure_draft_prefix_len
         self.prefix_gru = nn.GRU(h, g, num_layers=1, bias=False, batch_first=True)
         self.embed_proj = nn.Sequential(
-            nn.Linear(h + g, r, bias=False), nn.SiLU(), nn.Linear(r, config.vocab_size, bias=False)
+            nn.Linear(h + g, r, bias=False), nn.SiLU(), nn.Linear(r, config.output_vocab_size, bias=False)
         )
 
     def init_state(self, batch_size: int, device: torch.device | str, dtype: torch.dtype) -> torch.Tensor:

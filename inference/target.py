@@ -18,6 +18,9 @@ from typing import Any
 import torch
 from torch import nn
 from transformers import DynamicCache
+from transformers.cache_utils import DynamicLayer
+
+from inference.kv_cache import GrowingKVLayer
 
 
 @dataclass
@@ -195,7 +198,10 @@ class TargetModel:
 
     # --------------------------------------------------------------------------- KV cache
     def new_cache(self) -> DynamicCache:
-        return DynamicCache(config=self.config)
+        """A KV cache whose full-attention layers append in place (`inference.kv_cache.GrowingKVLayer`)."""
+        cache = DynamicCache(config=self.config)
+        cache.layers = [GrowingKVLayer() if type(layer) is DynamicLayer else layer for layer in cache.layers]
+        return cache
 
     @staticmethod
     def cache_length(cache: DynamicCache) -> int:

@@ -44,13 +44,38 @@ class Response:
 
 
 class LocalBackend:
-    """Generate with the in-process target, `batch_size` requests per forward (shortest prompts together)."""
+    """Generate with the in-process target: requests sorted by prompt length, up to `batch_size` per batch
+    and at most `max_batch_tokens` KV entries ((longest prompt + max_new_tokens) x rows) per batch.
+
+    On a CPU a decode step is bound by reading the weights, so tokens/s grow with the batch until memory
+    binds; the token cap keeps a batch of long prompts from exhausting memory."""
 
     needs_weights = True  # the target must be loaded with its weights
 
-    def __init__(self, target: TargetModel, sampling: SamplingParams, max_new_tokens: int, batch_size: int = 8) -> None:
+    def __init__(
+        self,
+        target: TargetModel,
+        sampling: SamplingParams,
+        max_new_tokens: int,
+        batch_size: int = 8,
+        max_batch_tokens: int | None = None,
+    ) -> None:
         self.target, self.sampling, self.max_new_tokens, self.batch_size = target, sampling, max_new_tokens, batch_size
+        self.max_batch_tokens = max_batch_tokens
         self.max_context = getattr(target.config, "max_position_embeddings", None)
+
+    def batches(self, prompt_lengths: list[int]) -> list[list[int]]:
+        """Request indices grouped into batches, shortest prompts first."""
+        order = sorted(range(len(prompt_lengths)), key=lambda i: prompt_lengths[i])
+        out: list[list[int]] = []
+        for i in order:
+            cost = (prompt_lengths[i] + self.max_new_tokens) * ((len(out[-1]) + 1) if out else 1)
+            fits = out and len(out[-1]) < self.batch_size
+            if fits and (self.max_batch_tokens is None or cost <= self.max_batch_tokens):
+                out[-1].append(i)  # sorted: the new row is the batch's longest
+            else:
+                out.append([i])
+        return out
 
     def prompt_tokens(self, messages: list[dict[str, str]]) -> int | None:
         return len(self.target.chat_ids(messages))
@@ -58,10 +83,8 @@ class LocalBackend:
     def generate(self, requests: list[Request]) -> list[Response]:
         for r in requests:
             r.prompt_ids = r.prompt_ids or self.target.chat_ids(r.messages)
-        order = sorted(range(len(requests)), key=lambda i: len(requests[i].prompt_ids))
         out: list[Response] = [Response()] * len(requests)
-        for start in range(0, len(order), self.batch_size):
-            idx = order[start : start + self.batch_size]
+        for idx in self.batches([len(r.prompt_ids) for r in requests]):
             gens = [torch.Generator(device=self.target.device).manual_seed(requests[i].seed) for i in idx]
             results = generate_batch(
                 self.target, [requests[i].prompt_ids for i in idx], self.max_new_tokens, self.sampling, gens

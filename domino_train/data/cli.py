@@ -71,7 +71,14 @@ def _cache(cfg: DictConfig, out: Path) -> dict[str, Any]:
     c = cfg.cache
     layer_ids = list(c.layer_ids or default_target_layer_ids(target.num_layers, c.num_draft_layers))
     return build_feature_cache(
-        target, out / "tokenized", out / "features", layer_ids, getattr(torch, c.dtype), c.shard_bytes, c.batch_tokens
+        target,
+        out / "tokenized",
+        out / "features",
+        layer_ids,
+        getattr(torch, c.dtype),
+        c.shard_bytes,
+        c.batch_tokens,
+        c.window_rows,
     )
 
 

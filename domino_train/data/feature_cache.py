@@ -2,11 +2,16 @@
 
 Only what the drafter consumes is stored: the concatenated outputs of `target_layer_ids` (K * H values
 per token, bf16 by default), so the disk cost is `K * H * 2` bytes per token (Qwen3-8B, K = 5: 40 KiB per
-token; SmolLM2-135M: 5.6 KiB). Rows are streamed through the target in right-padded batches (causal
-attention: padding after a row never changes its features) and written to shards of about `shard_bytes`
-(`features-00000.safetensors`: a [tokens, K*H] tensor plus row offsets), so memory stays bounded. Shards
-appear atomically; a restarted run continues after the last complete shard. `index.json` is written
-last and is what `FeatureCache` opens.
+token; SmolLM2-135M: 5.6 KiB), plus the target's own greedy next token at every position (`next_ids`,
+int32: 4 bytes per token). The latter are the labels of distillation (`train.labels=target`): on text the
+target did not write, the target's argmax at position t is what serving would verify after t.
+
+Rows are streamed through the target in right-padded batches (causal attention: padding after a row
+never changes its features), grouped by length inside windows of `window_rows` rows so that padding
+stays small, and written in their original order to shards of about `shard_bytes`
+(`features-00000.safetensors`: a [tokens, K*H] tensor, `next_ids` and row offsets), so memory stays
+bounded. Shards appear atomically; a restarted run continues after the last complete shard.
+`index.json` is written last and is what `FeatureCache` opens.
 """
 
 from __future__ import annotations
@@ -34,7 +39,37 @@ def _shard_file(folder: Path, k: int) -> Path:
     return folder / f"features-{k:05d}.safetensors"
 
 
+def length_sorted_batches(lengths: list[int], batch_tokens: int) -> list[list[int]]:
+    """Indices into `lengths` grouped into batches of at most `batch_tokens` padded tokens, longest first.
+
+    Rows of similar length share a batch, so right padding (the cost of a batched forward) stays small;
+    a row longer than `batch_tokens` gets a batch of its own.
+    """
+    order = sorted(range(len(lengths)), key=lambda i: -lengths[i])
+    batches: list[list[int]] = []
+    for i in order:
+        if batches and lengths[batches[-1][0]] * (len(batches[-1]) + 1) <= batch_tokens:
+            batches[-1].append(i)  # the batch's first row is its longest
+        else:
+            batches.append([i])
+    return batches
+
+
 @torch.inference_mode()
+def _forward_rows(
+    target: TargetModel, rows: list[list[int]], layer_ids: list[int], dtype: torch.dtype
+) -> tuple[torch.Tensor, torch.Tensor]:
+    """Features [n, longest, K*H] (in `dtype`, on the CPU) and greedy next ids [n, longest] of right-padded rows."""
+    longest = max(len(r) for r in rows)
+    ids = torch.zeros((len(rows), longest), dtype=torch.long)
+    attn = torch.zeros_like(ids)
+    for i, r in enumerate(rows):
+        ids[i, : len(r)] = torch.tensor(r)
+        attn[i, : len(r)] = 1
+    out = target(ids.to(target.device), attention_mask=attn.to(target.device), layer_ids=layer_ids)
+    return out.features.to("cpu", dtype), out.logits.argmax(-1).to("cpu", torch.int32)
+
+
 def build_feature_cache(
     target: TargetModel,
     dataset_dir: str | Path,
@@ -43,6 +78,7 @@ def build_feature_cache(
     dtype: torch.dtype = torch.bfloat16,
     shard_bytes: int = 1 << 30,
     batch_tokens: int = 8192,
+    window_rows: int = 256,
 ) -> dict[str, Any]:
     """Write the feature shards and `index.json` for the tokenized set at `dataset_dir`."""
     ds, manifest = load_tokenized(dataset_dir)
@@ -54,7 +90,7 @@ def build_feature_cache(
     done = sorted(out_dir.glob("features-*.safetensors"))
     shards = [_read_shard_meta(p) for p in done]
     row = shards[-1]["first_row"] + shards[-1]["num_rows"] if shards else 0
-    pending: list[torch.Tensor] = []
+    pending: list[tuple[torch.Tensor, torch.Tensor]] = []
     pending_rows: list[int] = []
     pending_tokens = 0
 
@@ -63,42 +99,37 @@ def build_feature_cache(
         if not pending:
             return
         k = len(shards)
-        feats = torch.cat(pending).contiguous()
-        lengths = torch.tensor([0] + [len(p) for p in pending]).cumsum(0)
+        tensors = {
+            "features": torch.cat([f for f, _ in pending]).contiguous(),
+            "next_ids": torch.cat([n for _, n in pending]).contiguous(),
+            "offsets": torch.tensor([0] + [len(f) for f, _ in pending]).cumsum(0),
+        }
         path = _shard_file(out_dir, k)
         tmp = path.with_name(f".{path.name}.tmp")
-        save_file({"features": feats, "offsets": lengths}, str(tmp), metadata={"first_row": str(pending_rows[0])})
+        save_file(tensors, str(tmp), metadata={"first_row": str(pending_rows[0])})
         os.replace(tmp, path)
         shards.append({"file": path.name, "first_row": pending_rows[0], "num_rows": len(pending_rows)})
         pending.clear()
         pending_rows.clear()
         pending_tokens = 0
 
-    bar = tqdm(total=len(ds), initial=row, desc="cache features", unit=" rows")
+    bar = tqdm(total=manifest["counts"]["tokens"], desc="cache features", unit=" tok", unit_scale=True)
+    bar.update(sum(len(r) for r in ds.select(range(row))["input_ids"]) if row else 0)
     while row < len(ds):
-        batch = [row]
-        longest = len(ds[row]["input_ids"])
-        while batch[-1] + 1 < len(ds):
-            n = len(ds[batch[-1] + 1]["input_ids"])
-            if max(longest, n) * (len(batch) + 1) > batch_tokens:
-                break
-            batch.append(batch[-1] + 1)
-            longest = max(longest, n)
-        rows = [ds[i]["input_ids"] for i in batch]
-        ids = torch.zeros((len(rows), longest), dtype=torch.long)
-        attn = torch.zeros_like(ids)
-        for i, r in enumerate(rows):
-            ids[i, : len(r)] = torch.tensor(r)
-            attn[i, : len(r)] = 1
-        out = target(ids.to(target.device), attention_mask=attn.to(target.device), layer_ids=layer_ids)
-        for i, r in enumerate(rows):
-            pending.append(out.features[i, : len(r)].to("cpu", dtype))
-            pending_rows.append(batch[i])
-            pending_tokens += len(r)
-            if pending_tokens >= shard_tokens:
-                flush()
-        row = batch[-1] + 1
-        bar.update(len(batch))
+        window = ds.select(range(row, min(row + window_rows, len(ds))))["input_ids"]
+        results: list[tuple[torch.Tensor, torch.Tensor] | None] = [None] * len(window)
+        for batch in length_sorted_batches([len(r) for r in window], batch_tokens):
+            feats, next_ids = _forward_rows(target, [window[i] for i in batch], layer_ids, dtype)
+            for j, i in enumerate(batch):
+                n = len(window[i])
+                results[i] = (feats[j, :n].clone(), next_ids[j, :n].clone())
+            bar.update(sum(len(window[i]) for i in batch))
+        pending.extend(results)  # in the set's order: shard k holds a contiguous row range
+        pending_rows.extend(range(row, row + len(window)))
+        pending_tokens += sum(len(r) for r in window)
+        row += len(window)
+        if pending_tokens >= shard_tokens:  # shards end on window boundaries: a resumed run batches alike
+            flush()
     bar.close()
     flush()
     num_tokens = manifest["counts"]["tokens"]
@@ -152,11 +183,29 @@ class FeatureCache:
             self._offsets[k] = handle.get_tensor("offsets")
         return self._handles[k]
 
-    def __getitem__(self, row: int) -> torch.Tensor:
+    def _locate(self, row: int) -> tuple[Any, int, int]:
         if not 0 <= row < len(self):
             raise IndexError(f"row {row} outside the cache's {len(self)} rows")
         k = bisect.bisect_right(self._starts, row) - 1
         handle = self._shard(k)
         local = row - self._starts[k]
-        a, b = self._offsets[k][local].item(), self._offsets[k][local + 1].item()
+        return handle, self._offsets[k][local].item(), self._offsets[k][local + 1].item()
+
+    def __getitem__(self, row: int) -> torch.Tensor:
+        handle, a, b = self._locate(row)
         return handle.get_slice("features")[a:b]
+
+    @property
+    def has_next_ids(self) -> bool:
+        """Whether the shards hold the target's greedy next ids (caches written before they were added do not)."""
+        return len(self) == 0 or "next_ids" in self._shard(0).keys()
+
+    def next_ids(self, row: int) -> torch.Tensor:
+        """The target's greedy next token at every position of row i [T_i] (int32): its distillation labels."""
+        if not self.has_next_ids:
+            raise ValueError(
+                f"feature cache {self.path} holds no next_ids (written by an older domino-data): "
+                "rebuild it (`domino-data stages=[cache]`) to train with train.labels=target"
+            )
+        handle, a, b = self._locate(row)
+        return handle.get_slice("next_ids")[a:b]

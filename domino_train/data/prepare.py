@@ -3,8 +3,10 @@
 Rules, applied in this order to every record: parse (`malformed_json`, `truncated`), normalise
 (`schema.normalize`: `not_an_object`, `no_messages`, `unknown_role`, ...), drop rows longer than
 `max_chars` characters in total (`too_long`), keep at most `max_user_turns` user turns (later turns are
-cut, not the row), drop exact duplicates of an earlier row (`duplicate`). Every drop is counted by
-reason in `summary.json`; nothing is dropped silently. Output replaces the folder atomically.
+cut, not the row), drop exact duplicates of an earlier row (`duplicate`), leave out the first `skip`
+rows that pass all of these (`skipped`: another slice of the same source, e.g. a held-out one), keep at
+most `limit`. Every drop is counted by reason in `summary.json`; nothing is dropped silently. Output
+replaces the folder atomically.
 """
 
 from __future__ import annotations
@@ -58,7 +60,7 @@ def prepare(
 
     try:
         for name, source in sources.items():
-            kept, dropped = 0, Counter()
+            kept, passed, dropped = 0, 0, Counter()
             bar = tqdm(desc=f"prepare {name}", unit=" rows", total=source.limit)
             for i, raw in enumerate(source.records()):
                 if source.limit is not None and kept >= source.limit:
@@ -81,6 +83,10 @@ def prepare(
                     dropped["duplicate"] += 1
                     continue
                 seen.add(key)
+                if passed < source.skip:  # an earlier slice of this source (kept out of the dedup too)
+                    passed += 1
+                    dropped["skipped"] += 1
+                    continue
                 buffer.append(row)
                 kept += 1
                 bar.update()

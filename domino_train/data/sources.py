@@ -126,6 +126,7 @@ class Source:
 
     name: str
     limit: int | None = None  # keep at most this many normalised rows from this source
+    skip: int = 0  # leave out the first N rows that pass the filters: disjoint slices of one source
     prompt_fields: list[str] | None = None  # e.g. [instruction, input] for Alpaca-style rows
     response_field: str | None = None  # e.g. output
 

@@ -52,16 +52,16 @@ def draft_chain(
     """Draft `num_tokens` (<= `config.num_draft_tokens`) tokens after `root` [1]; `use_head=False` = DFlash."""
     hidden = drafter.draft_block(cache, root)
     h = drafter.draft_hidden_slice(hidden)[0, :num_tokens]  # [n, H]
-    base = drafter.lm_head(h)  # [n, V]
+    base = drafter.lm_head(h)  # [n, V], or [n, N] over the draft vocabulary
     head = drafter.head
     if not use_head or head is None:
         tokens, probs = pick(base)
-        return ChainDraft(tokens, probs)
+        return ChainDraft(drafter.to_target_ids(tokens), None if probs is None else drafter.full_vocab_probs(probs))
     prefix = min(drafter.config.pure_draft_prefix_len, num_tokens)
     tokens, probs = [], []
     if prefix:
         t, q = pick(base[:prefix])
-        tokens.append(t)
+        tokens.append(drafter.to_target_ids(t))
         probs.append(q)
     # GRU steps from the input projection and the raw cell (not the nn.GRU module): same math, less overhead.
     state = head.init_state(1, h.device, h.dtype)
@@ -69,11 +69,12 @@ def draft_chain(
         state = head.step_projected(gi.unsqueeze(0), state)
     for j in range(prefix, num_tokens):
         t, q = pick(base[j : j + 1] + head.correction(h[j : j + 1], state))
+        t = drafter.to_target_ids(t)
         tokens.append(t)
         probs.append(q)
         if j + 1 < num_tokens:
             state = head.step_projected(head.input_projection(drafter.embed(t).to(h.dtype)), state)
-    return ChainDraft(torch.cat(tokens), None if probs[0] is None else torch.cat(probs))
+    return ChainDraft(torch.cat(tokens), None if probs[0] is None else drafter.full_vocab_probs(torch.cat(probs)))
 
 
 class ChainDecoder(SpeculativeDecoder):

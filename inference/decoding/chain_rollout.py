@@ -23,7 +23,7 @@ class GreedyChainRollout:
         self.drafter, self.head, self.prefix = drafter, drafter.head, cfg.pure_draft_prefix_len
         d = cfg.num_draft_tokens
         self.hidden = torch.zeros(d, cfg.hidden_size, device=p.device, dtype=p.dtype)
-        self.base = torch.zeros(d, cfg.vocab_size, device=p.device, dtype=p.dtype)
+        self.base = torch.zeros(d, cfg.output_vocab_size, device=p.device, dtype=p.dtype)
         self.root = torch.zeros(1, dtype=torch.long, device=p.device)
         self.tokens = torch.zeros(d, dtype=torch.long, device=p.device)
         self.step = StaticStep(self._rollout, cuda_graph)
@@ -33,18 +33,18 @@ class GreedyChainRollout:
         head, h, base, d = self.head, self.hidden, self.base, len(self.tokens)
         prefix = min(self.prefix, d)
         if prefix:
-            self.tokens[:prefix].copy_(base[:prefix].argmax(-1))
+            self.tokens[:prefix].copy_(self.drafter.to_target_ids(base[:prefix].argmax(-1)))
         state = head.init_state(1, h.device, h.dtype)
         for x in self.drafter.embed(torch.cat([self.root, self.tokens[:prefix]])).to(h.dtype):
             state = head.step(x.unsqueeze(0), state)
         for j in range(prefix, d):
-            token = (base[j : j + 1] + head.correction(h[j : j + 1], state)).argmax(-1)
+            token = self.drafter.to_target_ids((base[j : j + 1] + head.correction(h[j : j + 1], state)).argmax(-1))
             self.tokens[j : j + 1].copy_(token)
             if j + 1 < d:
                 state = head.step(self.drafter.embed(token).to(h.dtype), state)
 
     def __call__(self, hidden: torch.Tensor, base_logits: torch.Tensor, root: torch.Tensor) -> torch.Tensor:
-        """Greedy draft tokens [D] for one block (hidden [D, H], base logits [D, V], root [1])."""
+        """Greedy draft tokens [D] (target ids) for one block (hidden [D, H], base logits [D, N or V], root [1])."""
         self.hidden.copy_(hidden)
         self.base.copy_(base_logits)
         self.root.copy_(root)

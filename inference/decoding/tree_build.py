@@ -68,10 +68,13 @@ def topk_logprobs(
 
 
 class DDTreeExpander:
-    """Path-independent children: the top-k of the base marginal at each draft position."""
+    """Path-independent children: the top-k of the base marginal at each draft position.
 
-    def __init__(self, base_logits: torch.Tensor, k: int) -> None:
-        values, ids = topk_logprobs(base_logits, k)  # [D, k]; one host read per round
+    `token_map` [N]: the target id of each logit column (a draft vocabulary); None = columns are target ids.
+    """
+
+    def __init__(self, base_logits: torch.Tensor, k: int, token_map: torch.Tensor | None = None) -> None:
+        values, ids = topk_logprobs(base_logits, k, token_map)  # [D, k]; one host read per round
         self.lists = [(i, v) for i, v in zip(ids.tolist(), values.tolist(), strict=True)]
 
     def root(self) -> Children:
@@ -81,17 +84,22 @@ class DDTreeExpander:
         return self.lists[depth]
 
 
-def build_ddtree(base_logits: torch.Tensor, budget: int, max_depth: int | None = None) -> DraftTree:
-    """DDTree over base logits [D, V]: the `budget` most probable prefixes under the factorised marginals."""
+def build_ddtree(
+    base_logits: torch.Tensor, budget: int, max_depth: int | None = None, token_map: torch.Tensor | None = None
+) -> DraftTree:
+    """DDTree over base logits [D, V] (or [D, N] with `token_map`): the `budget` most probable prefixes
+    under the factorised marginals."""
     depth = base_logits.shape[0] if max_depth is None else min(max_depth, base_logits.shape[0])
-    return best_first(DDTreeExpander(base_logits, budget), budget, depth)
+    return best_first(DDTreeExpander(base_logits, budget, token_map), budget, depth)
 
 
 class ReferenceDominoExpander:
     """DominoTree children, computed directly from the head (clarity first; see the module docstring).
 
     head: `init_state`, `step`, `correction` (a `DominoHead`); embed: token ids -> target embeddings;
-    hidden [D, H], base_logits [D, V]: the backbone's draft positions; root [1]: the last committed token.
+    hidden [D, H], base_logits [D, V]: the backbone's draft positions; root [1]: the last committed token;
+    token_map [N]: the target id of each logit column when the drafter has a draft vocabulary (the top-M
+    and W2 rows stay in draft ids, the children are target ids).
     """
 
     def __init__(
@@ -104,9 +112,10 @@ class ReferenceDominoExpander:
         prefix_len: int,
         top_m: int = 64,
         node_topk: int = 8,
+        token_map: torch.Tensor | None = None,
     ) -> None:
         self.head, self.embed, self.hidden, self.base = head, embed, hidden, base_logits
-        self.prefix_len, self.node_topk = prefix_len, node_topk
+        self.prefix_len, self.node_topk, self.token_map = prefix_len, node_topk, token_map
         self.candidates = [base_logits[d].topk(top_m).indices if top_m else None for d in range(len(base_logits))]
         init = head.init_state(1, hidden.device, hidden.dtype)
         self.root_state = head.step(embed(root).to(hidden.dtype), init)
@@ -116,13 +125,15 @@ class ReferenceDominoExpander:
     def _children(self, key: int, state: torch.Tensor, position: int) -> Children:
         """Children at draft position `position` (1-based) of a node with GRU `state` [1, G]."""
         d = position - 1
+        tmap = self.token_map
         if position <= self.prefix_len:
-            values, ids = topk_logprobs(self.base[d], self.node_topk)
+            values, ids = topk_logprobs(self.base[d], self.node_topk, tmap)
         else:
             cand = self.candidates[d]
             logits = self.base[d] if cand is None else self.base[d, cand]
             logits = logits + self.head.correction(self.hidden[d : d + 1], state, cand)[0]
-            values, ids = topk_logprobs(logits, self.node_topk, cand)
+            names = tmap if cand is None else (cand if tmap is None else tmap[cand])
+            values, ids = topk_logprobs(logits, self.node_topk, names)
         embeds = self.embed(ids).to(state.dtype)
         self.child_states[key] = self.head.step(embeds, state.expand(len(ids), -1))
         return ids.tolist(), values.tolist()
@@ -147,8 +158,9 @@ def build_dominotree_reference(
     top_m: int = 64,
     node_topk: int = 8,
     max_depth: int | None = None,
+    token_map: torch.Tensor | None = None,
 ) -> DraftTree:
     """DominoTree with the reference expander (see `ReferenceDominoExpander`)."""
-    expander = ReferenceDominoExpander(head, embed, hidden, base_logits, root, prefix_len, top_m, node_topk)
+    expander = ReferenceDominoExpander(head, embed, hidden, base_logits, root, prefix_len, top_m, node_topk, token_map)
     depth = hidden.shape[0] if max_depth is None else min(max_depth, hidden.shape[0])
     return best_first(expander, budget, depth)

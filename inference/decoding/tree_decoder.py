@@ -101,7 +101,8 @@ class TreeDecoder(SpeculativeDecoder):
         base = self.drafter.lm_head(hidden)
         t1 = self.clock.now()
         if self.expander is None:
-            tree = build_ddtree(base, self.budget, depth)
+            token_map = self.drafter.draft_to_target() if self.drafter.has_draft_vocab else None
+            tree = build_ddtree(base, self.budget, depth, token_map)
         else:
             tree = best_first(self.expander.prepare(hidden, base, state.root), self.budget, depth)
         parts = state.stats.draft_parts_s

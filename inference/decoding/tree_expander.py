@@ -30,8 +30,10 @@ class FastDominoExpander:
         cfg, head = drafter.config, drafter.head
         p = next(drafter.parameters())
         dev, dt = p.device, p.dtype
-        d, h, g, v = cfg.num_draft_tokens, cfg.hidden_size, cfg.gru_hidden_dim, cfg.vocab_size
+        d, h, g, v = cfg.num_draft_tokens, cfg.hidden_size, cfg.gru_hidden_dim, cfg.output_vocab_size
         self.drafter, self.head = drafter, head
+        # Logit columns -> target ids (a draft vocabulary); top-M and W2 rows stay in draft ids.
+        self.token_map = drafter.draft_to_target() if drafter.has_draft_vocab else None
         self.top_m, self.prefix = top_m, cfg.pure_draft_prefix_len
         self.k = min(node_topk, top_m or v)
         self.k_base = min(node_topk, v)
@@ -65,11 +67,11 @@ class FastDominoExpander:
     def _setup(self) -> None:
         if self.top_m:
             cand = self.base.topk(self.top_m, dim=-1).indices
-            self.cand.copy_(cand)
+            self.cand.copy_(cand if self.token_map is None else self.token_map[cand])
             self.base_m.copy_(self.base.gather(1, cand))
             self.w2_rows.copy_(self.head.embed_proj[2].weight[cand])
         for pos in range(self.prefix):  # one row at a time: the reference's exact ops
-            values, ids = topk_logprobs(self.base[pos], self.k_base)
+            values, ids = topk_logprobs(self.base[pos], self.k_base, self.token_map)
             self.base_choice[pos, 0].copy_(values)
             self.base_choice[pos, 1].copy_(ids)
         init = self.head.init_state(1, self.hidden.device, self.hidden.dtype)
@@ -90,7 +92,7 @@ class FastDominoExpander:
             values, ids = topk_logprobs(logits, self.k, self.cand.index_select(0, self.pos_in)[0])
         else:
             logits = self.base.index_select(0, self.pos_in)[0] + self.head.correction(hidden, self.state_in)[0]
-            values, ids = topk_logprobs(logits, self.k)
+            values, ids = topk_logprobs(logits, self.k, self.token_map)
         self.out_choice[0].copy_(values)
         self.out_choice[1].copy_(ids)
         self._children_states(ids, self.out_states)

@@ -8,6 +8,7 @@ from domino_train.objectives import (
     acceptance_stats,
     block_targets,
     lambda_at,
+    restrict_to_draft_vocab,
     sample_anchors,
     warmup_cosine,
     weighted_ce,
@@ -38,6 +39,40 @@ def test_block_targets_labels_weights_and_teacher_tokens():
     decay = [math.exp(-k / 2.0) for k in range(4)]
     torch.testing.assert_close(t.weights[0, 0], torch.tensor(decay))
     assert t.weights[0, 1, 2:].sum() == 0
+
+
+def test_distilled_labels_are_the_targets_choices_while_the_text_agrees():
+    ids = torch.tensor([[5, 6, 7, 8, 9, 10, 11]])
+    mask = torch.ones_like(ids)
+    # The target's greedy next token after each position: it agrees with the text at positions 0..2
+    # (predicting 6, 7, 8), then after position 3 it would say 42 where the text says 9.
+    next_ids = torch.tensor([[6, 7, 8, 42, 10, 11, 12]])
+    t = block_targets(ids, mask, torch.tensor([[1]]), num_draft=4, gamma=7.0, next_ids=next_ids)
+    assert t.labels[0, 0].tolist() == [7, 8, 42, 0]  # labels: next_ids[a + j - 1]
+    assert t.valid[0, 0].tolist() == [True, True, True, False]  # unknown past the first disagreement
+    assert t.causal_tokens[0, 0].tolist() == [6, 7, 8, 9]
+    # On text the target wrote itself (next_ids = the text shifted) both rules agree.
+    own = torch.cat([ids[:, 1:], torch.tensor([[0]])], 1)
+    a, b = (block_targets(ids, mask, torch.tensor([[0, 2]]), 4, 7.0, n) for n in (None, own))
+    assert torch.equal(a.labels, b.labels) and torch.equal(a.valid, b.valid)
+
+
+def test_labels_outside_the_draft_vocabulary_weigh_zero_but_count_as_misses():
+    ids = torch.arange(0, 8).unsqueeze(0)
+    t = block_targets(ids, torch.ones(1, 8, dtype=torch.long), torch.tensor([[0]]), 3, 7.0)  # labels 1, 2, 3
+    vocab = torch.tensor([1, 3])  # draft id 0 -> target 1, draft id 1 -> target 3
+
+    def to_draft(x):
+        inside = torch.isin(x, vocab)
+        return torch.where(x == 3, 1, 0), inside
+
+    r = restrict_to_draft_vocab(t, to_draft)
+    assert r.labels[0, 0].tolist() == [0, 0, 1] and r.in_vocab[0, 0].tolist() == [True, False, True]
+    assert r.weights[0, 0, 1] == 0 and r.weights[0, 0, 0] > 0
+    logits = torch.full((1, 1, 3, 2), -9.0)
+    logits[0, 0, :, 0] = 9.0  # always drafts target id 1: right, then (target 2 is unreachable) wrong
+    per_position, tau = acceptance_stats(logits, r)
+    assert per_position.tolist() == [1.0, 0.0, 0.0] and tau.item() == 2.0
 
 
 def test_weighted_ce_is_sum_w_ce_over_sum_w():

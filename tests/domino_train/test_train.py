@@ -88,27 +88,37 @@ def test_resume_continues_exactly(tiny_cfg, tmp_path):
         assert resumed.losses[step] == pytest.approx(full.losses[step], rel=1e-6, abs=1e-7), step
 
 
-def test_offline_features_give_the_online_loss(tmp_path, tiny_cfg):
+def _tokenized_set(tmp_path, name="tokenized", first=0, n=12, layer_ids=(1, 3), dtype=torch.float32):
+    """A small tokenized set of rows q{i} / a{i} (i in first..first+n) and its fp32 feature cache."""
+    import json
+
     from domino_train.data.feature_cache import build_feature_cache
     from domino_train.data.prepare import prepare
     from domino_train.data.sources import LocalFiles
     from domino_train.data.tokenize import tokenize
 
-    corpus = tmp_path / "c.jsonl"
+    corpus = tmp_path / f"{name}.jsonl"
     rows = [
         {"messages": [{"role": "user", "content": f"q{i} " * 3}, {"role": "assistant", "content": f"a{i} " * 8}]}
-        for i in range(12)
+        for i in range(first, first + n)
     ]
-    import json
-
     corpus.write_text("\n".join(json.dumps(r) for r in rows))
     target = tiny_target()
-    prepare({"c": LocalFiles(name="c", paths=[str(corpus)])}, tmp_path / "prepared")
-    tokenize(target, tmp_path / "prepared", tmp_path / "tokenized", 96)
-    build_feature_cache(target, tmp_path / "tokenized", tmp_path / "features", [1, 3], dtype=torch.float32)
+    prepare({name: LocalFiles(name=name, paths=[str(corpus)])}, tmp_path / f"{name}-prepared")
+    tokenize(target, tmp_path / f"{name}-prepared", tmp_path / name, 96)
+    build_feature_cache(target, tmp_path / name, tmp_path / f"{name}-features", list(layer_ids), dtype=dtype)
+    return tmp_path / name, tmp_path / f"{name}-features"
+
+
+def test_offline_features_give_the_online_loss(tmp_path, tiny_cfg):
+    from domino_train.data.feature_cache import build_feature_cache
+
+    target = tiny_target()
+    tokenized, features = _tokenized_set(tmp_path, "tokenized")
+    (tmp_path / "features").symlink_to(features)
     data = [
         "data=tokenized",
-        f"data.path={tmp_path / 'tokenized'}",
+        f"data.path={tokenized}",
         "data.val_size=2",
         "data.num_workers=0",
         "data.batch_size=2",
@@ -131,6 +141,81 @@ def test_offline_features_give_the_online_loss(tmp_path, tiny_cfg):
         assert half.losses[step] == pytest.approx(online.losses[step], rel=2e-2), step
     with pytest.raises(ValueError, match="feature cache holds target layers"):
         _fit(tiny_cfg(*data, f"data.features_path={tmp_path / 'features'}", "drafter.num_draft_layers=3"))
+
+
+DISTILL = [
+    "data=tokenized",
+    "data.labels=target",
+    "data.val_size=3",
+    "data.num_workers=0",
+    "data.batch_size=2",
+    "data.max_length=96",
+    "trainer.max_steps=3",
+    "callbacks.model_checkpoint=null",
+    "trainer.val_check_interval=3",
+    "drafter.draft_vocab_size=24",
+    "drafter.init=target",
+    "drafter.intermediate_size=null",
+]
+
+
+def test_distillation_draft_vocabulary_and_target_init_train_and_export(tmp_path, tiny_cfg):
+    train_a, feats_a = _tokenized_set(tmp_path, "a", first=0, n=10)
+    train_b, feats_b = _tokenized_set(tmp_path, "b", first=10, n=6)
+    val, val_feats = _tokenized_set(tmp_path, "v", first=20, n=4)
+    sets = f"[{{path: {train_b}, features_path: {feats_b}}}]"
+    offline = [
+        f"data.path={train_a}",
+        f"data.features_path={feats_a}",
+        f"data.more_sets={sets}",
+        f"data.val_path={val}",
+        f"data.val_features_path={val_feats}",
+    ]
+    rec = Recorder()
+    module, trainer = _fit(tiny_cfg(*DISTILL, *offline), rec)
+    data = module.trainer.datamodule
+    assert len(data.train_set) == 16 and len(data.val_set) == 3
+    assert data.manifest["validation"]["dropped_from_training"] == 0
+    report = module.data_manifest["draft_vocab"]
+    assert report["size"] == 24 and 0 < report["coverage_val"] <= report["coverage_train"] <= 1
+    assert {"val/tau_final", "val/out_of_vocab", "train/out_of_vocab"} <= set(trainer.callback_metrics)
+    drafter = DominoDrafter.from_pretrained(tmp_path / "run" / "export", target=tiny_target())
+    assert drafter.config.draft_vocab_size == 24 and torch.equal(drafter.d2t, module.drafter.d2t.cpu())
+    # The vocabulary is the 24 most frequent distilled labels of the 16 training rows.
+    counts = module.trainer.datamodule.train_set.label_counts(drafter.config.vocab_size)
+    assert counts[drafter.draft_to_target()].min() >= counts.sort(descending=True).values[23]
+    # Online features give the same distilled labels, hence the same losses.
+    online = Recorder()
+    _fit(
+        tiny_cfg(*DISTILL, f"data.path={train_a}", f"data.more_sets=[{{path: {train_b}}}]", f"data.val_path={val}"),
+        online,
+    )
+    for step in (1, 2, 3):
+        assert online.losses[step] == pytest.approx(rec.losses[step], rel=1e-4), step
+
+
+def test_training_rows_that_share_an_id_with_validation_rows_are_dropped(tmp_path, tiny_cfg):
+    train_a, _ = _tokenized_set(tmp_path, "a", first=0, n=10)
+    (tmp_path / "copy").mkdir()
+    again, _ = _tokenized_set(tmp_path / "copy", "a", first=0, n=10)  # same source and ids
+    data = ["data=tokenized", f"data.path={train_a}", f"data.val_path={again}", "data.val_size=4"]
+    from domino_train.train import build
+
+    _, datamodule, _ = build(tiny_cfg(*data))
+    datamodule.setup()
+    assert len(datamodule.train_set) == 6 and datamodule.manifest["validation"]["dropped_from_training"] == 4
+
+
+def test_distillation_refuses_caches_without_next_ids(tmp_path, tiny_cfg):
+    from safetensors.torch import load_file, save_file
+
+    train_a, feats_a = _tokenized_set(tmp_path, "a", n=6)
+    for shard in feats_a.glob("features-*.safetensors"):
+        tensors = load_file(shard)
+        del tensors["next_ids"]
+        save_file(tensors, shard, metadata={"first_row": "0"})
+    with pytest.raises(ValueError, match="holds no next_ids"):
+        _fit(tiny_cfg(*DISTILL, f"data.path={train_a}", f"data.features_path={feats_a}"))
 
 
 def test_export_refuses_bad_checkpoints(tmp_path):

@@ -39,6 +39,18 @@ def test_limit_per_source(tmp_path, tiny_corpus):
     assert summary["kept"] == 2
 
 
+def test_skip_and_limit_carve_disjoint_slices(tmp_path, tiny_corpus):
+    def ids(**kw):
+        prepare({"t": LocalFiles(name="t", paths=[str(tiny_corpus)], **kw)}, tmp_path / "o")
+        return [r["id"] for r in read_shards(tmp_path / "o")]
+
+    everything = ids()
+    head, tail = ids(limit=2), ids(skip=2)
+    assert head + tail == everything and not set(head) & set(tail)
+    summary = prepare({"t": LocalFiles(name="t", paths=[str(tiny_corpus)], skip=2, limit=1)}, tmp_path / "o")
+    assert summary["kept"] == 1 and summary["sources"]["t"]["dropped"]["skipped"] == 2
+
+
 @pytest.mark.slow
 def test_bundled_sharegpt_is_read_to_its_truncated_end(tmp_path):
     summary = prepare({"sharegpt": ShareGPTPackage(name="sharegpt")}, tmp_path / "sg", shard_size=100_000)

@@ -174,3 +174,14 @@ def test_openai_backend_against_a_local_server():
     assert body["max_tokens"] == 32 and body["temperature"] == 0.7
     refused = OpenAIBackend("http://127.0.0.1:9/v1", "m", SamplingParams(), 8, max_retries=0)
     assert refused.generate([Request([{"role": "user", "content": "x"}], seed=0)])[0].error
+
+
+def test_local_backend_batches_sorted_prompts_within_both_caps(qwen_target):
+    backend = LocalBackend(qwen_target, SamplingParams(), max_new_tokens=10, batch_size=3, max_batch_tokens=60)
+    lengths = [5, 40, 8, 6, 7, 9, 12]
+    batches = backend.batches(lengths)
+    assert sorted(i for b in batches for i in b) == list(range(len(lengths)))
+    assert [lengths[b[0]] for b in batches] == sorted(lengths[b[0]] for b in batches)  # shortest first
+    for b in batches:
+        assert len(b) <= 3 and (len(b) == 1 or (max(lengths[i] for i in b) + 10) * len(b) <= 60)
+    assert [1] in batches  # 40 + 10 tokens: alone under the token cap

@@ -3,7 +3,7 @@ import json
 import pytest
 import torch
 
-from domino_train.data.feature_cache import FeatureCache, build_feature_cache
+from domino_train.data.feature_cache import FeatureCache, build_feature_cache, length_sorted_batches
 from domino_train.data.prepare import prepare
 from domino_train.data.sources import LocalFiles
 from domino_train.data.tokenize import load_tokenized, tokenize
@@ -43,7 +43,7 @@ def test_load_tokenized_error(tmp_path):
 def test_cache_round_trip_and_resume(tokenized, qwen_target, tmp_path):
     path, _ = tokenized
     layer_ids = [1, 3]
-    kw = dict(dtype=torch.float32, shard_bytes=12000, batch_tokens=128)  # fp32 storage: exact up to fp32 noise
+    kw = dict(dtype=torch.float32, shard_bytes=12000, batch_tokens=128, window_rows=2)  # fp32: exact up to noise
     index = build_feature_cache(qwen_target, path, tmp_path / "f", layer_ids, **kw)
     assert len(index["shards"]) > 1 and index["bytes_per_token"] == 2 * 64 * 4
     cache, (ds, _) = FeatureCache(tmp_path / "f"), load_tokenized(path)
@@ -63,3 +63,24 @@ def test_cache_round_trip_and_resume(tokenized, qwen_target, tmp_path):
         FeatureCache(tmp_path / "f")[len(ds) - 1], cache[len(ds) - 1]
     )
     assert json.loads((tmp_path / "f" / "index.json").read_text())["num_tokens"] == index["num_tokens"]
+
+
+def test_cache_stores_the_targets_greedy_next_ids(tokenized, qwen_target, tmp_path):
+    path, _ = tokenized
+    build_feature_cache(qwen_target, path, tmp_path / "f", [1], dtype=torch.float32, batch_tokens=96, window_rows=4)
+    cache, (ds, _) = FeatureCache(tmp_path / "f"), load_tokenized(path)
+    assert cache.has_next_ids
+    for i in range(len(ds)):
+        ids = torch.tensor([ds[i]["input_ids"]])
+        assert torch.equal(cache.next_ids(i), qwen_target(ids).logits[0].argmax(-1).to(torch.int32))
+
+
+def test_length_sorted_batches_cover_every_row_within_the_token_budget():
+    lengths = [5, 40, 7, 39, 100, 6, 8]
+    batches = length_sorted_batches(lengths, batch_tokens=80)
+    assert sorted(i for b in batches for i in b) == list(range(len(lengths)))
+    assert batches[0] == [4]  # longer than the budget: alone
+    for b in batches:
+        assert max(lengths[i] for i in b) * len(b) <= 80 or len(b) == 1
+        assert lengths[b[0]] == max(lengths[i] for i in b)
+    assert [1, 3] in batches  # the two ~40-token rows share a batch

@@ -1,0 +1,129 @@
+"""Time one training step of an experiment's drafter and split it into lm_head, draft layers and the rest.
+
+    python benchmarks/train_step.py experiment=smollm2_domino            # the SmolLM2 recipe
+    python benchmarks/train_step.py experiment=smollm2_domino drafter.draft_vocab_size=null  # one lever off
+
+Arguments are the training config's Hydra overrides. The step is `DominoLitModule._step` + backward +
+AdamW, on the experiment's drafter and real target (its frozen embedding and lm_head), with random
+token rows of `--seq-len` tokens (`--assistant` of them loss-masked) and random context features in
+place of a feature cache: the cost of a step depends on the shapes, not on the values. Prints blocks/s
+(anchor blocks trained per second) and the share of the step spent
+- in the lm_head: logits of every draft position, their cross-entropy, and its backward (what a draft
+  vocabulary shrinks);
+- in the draft layers: context K/V projection and the layers, forward and backward;
+- elsewhere: fc, the head's GRU and correction, metrics, the optimizer.
+The parts are timed separately on the same shapes (median of `--repeats`), so the shares are estimates.
+"""
+
+from __future__ import annotations
+
+import argparse
+import statistics
+import time
+from collections.abc import Callable
+
+import torch
+import torch.nn.functional as F
+from hydra import compose, initialize_config_dir
+from hydra.utils import instantiate
+from omegaconf import OmegaConf
+
+from domino_train import CONF_DIR
+from domino_train.module import DominoLitModule
+from domino_train.objectives import sample_anchors
+from domino_train.train import drafter_config
+from inference.block_mask import anchor_block_mask
+
+
+def median_seconds(fn: Callable[[], None], repeats: int) -> float:
+    fn()  # warm-up
+    times = []
+    for _ in range(repeats):
+        t0 = time.perf_counter()
+        fn()
+        times.append(time.perf_counter() - t0)
+    return statistics.median(times)
+
+
+def main() -> None:
+    parser = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
+    parser.add_argument("overrides", nargs="*", help="training config overrides, e.g. experiment=smollm2_domino")
+    parser.add_argument("--seq-len", type=int, default=512)
+    parser.add_argument("--assistant", type=float, default=0.7, help="share of each row's tokens in the loss")
+    parser.add_argument("--repeats", type=int, default=5)
+    parser.add_argument("--threads", type=int, default=None, help="torch threads (default: torch's choice)")
+    args = parser.parse_args()
+    if args.threads:
+        torch.set_num_threads(args.threads)
+
+    with initialize_config_dir(CONF_DIR, version_base="1.3"):
+        cfg = compose("train", overrides=args.overrides)
+    target = instantiate(cfg.target)
+    config = drafter_config(cfg, target)
+    train = OmegaConf.to_container(cfg.train, resolve=True)
+    module = DominoLitModule(drafter_config=config.to_hf_dict(), target=lambda **_: target, **train)
+    module.target = target
+    drafter = module.drafter.bind_target(target.embed_tokens, target.lm_head)
+    module.lambda_t = lambda: 0.5  # the step mixes both losses, as mid-curriculum
+    if drafter.has_draft_vocab:  # any N ids: the cost does not depend on which
+        drafter.set_draft_vocab(torch.arange(config.draft_vocab_size))
+
+    b, t = cfg.data.batch_size, args.seq_len
+    g = torch.Generator().manual_seed(0)
+    vocab = config.vocab_size
+    batch = {
+        "input_ids": torch.randint(0, vocab, (b, t), generator=g),
+        "loss_mask": torch.zeros(b, t, dtype=torch.long),
+        "attention_mask": torch.ones(b, t, dtype=torch.long),
+        "features": torch.randn(b, t, config.num_context_features * config.hidden_size, generator=g),
+    }
+    batch["loss_mask"][:, int(t * (1 - args.assistant)) :] = 1
+    opt = torch.optim.AdamW(drafter.parameters(), lr=1e-4)
+
+    def full_step() -> None:
+        r = module._step(batch, torch.Generator().manual_seed(1))
+        opt.zero_grad()
+        r["loss"].backward()
+        opt.step()
+
+    anchors = sample_anchors(batch["loss_mask"], train["num_anchors"], torch.Generator().manual_seed(1))
+    blocks = int((anchors >= 0).sum())
+    n_pos = blocks * config.num_draft_tokens
+    hidden = torch.randn(n_pos, config.hidden_size, requires_grad=True)
+    labels = torch.randint(0, config.output_vocab_size, (n_pos,))
+    heads = 2 if drafter.head is not None else 1  # base and final CE
+
+    def lm_head_part() -> None:
+        logits = drafter.lm_head(hidden)
+        loss = sum(F.cross_entropy(logits, labels) for _ in range(heads))
+        loss.backward()
+
+    features = batch["features"]
+
+    def layers_part() -> None:
+        fused = drafter.backbone.fuse(features).detach().requires_grad_(True)
+        positions = torch.arange(t).expand(b, t)
+        context = drafter.backbone.context_kv(fused, positions)
+        bs = config.block_size
+        mask = anchor_block_mask(anchors, t, bs)
+        block_ids = torch.full((b, anchors.shape[1], bs), config.mask_token_id)
+        embeds = drafter.embed(block_ids.view(b, -1)).detach()
+        pos = (anchors.clamp(min=0).unsqueeze(-1) + torch.arange(bs)).view(b, -1)
+        drafter.backbone(embeds, pos, context, mask).sum().backward()
+
+    step_s = median_seconds(full_step, args.repeats)
+    lm_s = median_seconds(lm_head_part, args.repeats)
+    layers_s = median_seconds(layers_part, args.repeats)
+    rest_s = max(step_s - lm_s - layers_s, 0.0)
+    print(f"overrides: {' '.join(args.overrides) or '(defaults)'}; threads {torch.get_num_threads()}")
+    print(
+        f"drafter: {config.num_hidden_layers} layers, block {config.block_size}, head {config.head}, "
+        f"logits over {config.output_vocab_size} ids; batch {b} x {t} tokens, {blocks} blocks per step"
+    )
+    print(f"step {step_s * 1e3:.0f} ms  ->  {blocks / step_s:.1f} blocks/s")
+    for name, s in (("lm_head + CE", lm_s), ("draft layers", layers_s), ("rest", rest_s)):
+        print(f"  {name:<13} {s * 1e3:7.0f} ms  {100 * s / step_s:5.1f} %")
+
+
+if __name__ == "__main__":
+    main()
