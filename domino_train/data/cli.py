@@ -39,7 +39,10 @@ def _regenerate(cfg: DictConfig, out: Path) -> dict[str, Any]:
     backend = instantiate(cfg.data.backend, _partial_=True)(
         target=target, sampling=sampling, max_new_tokens=r.max_new_tokens, **extra
     )
+    if r.max_context is not None:  # a tighter context than the target's: long prompts are dropped
+        backend.max_context = min(backend.max_context or r.max_context, r.max_context)
     settings = {
+        "max_context": backend.max_context,
         "target": target.name,
         "chat_template_kwargs": target.chat_template_kwargs,
         "sampling": vars(sampling),

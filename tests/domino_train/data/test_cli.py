@@ -71,3 +71,24 @@ def test_bad_stage_and_unknown_keys_are_refused(tmp_path):
         run(cfg)
     with pytest.raises(ConfigCompositionException):
         _compose(["prepare.max_charz=3"])
+
+
+def test_regenerate_max_context_drops_prompts_that_do_not_fit(tmp_path, tiny_corpus):
+    def regenerated(max_context):
+        cfg = _compose(
+            [
+                "target=tiny",
+                "data/source=local_files",
+                f"data.source.sources.local.paths=[{tiny_corpus}]",
+                "stages=[prepare,regenerate]",
+                "regenerate.max_new_tokens=4",
+                f"regenerate.max_context={max_context}",
+                f"name=ctx{max_context}",
+            ]
+        )
+        return run(_resolve_hydra(cfg, tmp_path))["regenerate"]
+
+    everything = regenerated("null")
+    assert everything.get("dropped_prompt_too_long", 0) == 0
+    tight = regenerated(30)  # the prompts are 21-31 tokens (+4 new): the longer ones no longer fit
+    assert 0 < tight["dropped_prompt_too_long"] and tight["rows_out"] < everything["rows_out"]

@@ -1,0 +1,40 @@
+#!/usr/bin/env bash
+# The SmolLM2-135M reference drafters, end to end on a CPU: data, then the Domino and DFlash drafters.
+#   launch/smollm2_recipe.sh            # every stage; rerun it to resume where it stopped
+#   RUN_ID=r2 launch/smollm2_recipe.sh  # another training run on the same data
+# Each data stage resumes (regeneration by shard, the caches by shard; finished stages are skipped),
+# and each training resumes from its run folder's last.ckpt (run_id=$RUN_ID). The slices are disjoint
+# rows of the bundled ShareGPT first turns (conf/data/smollm2_recipe.yaml); MT-Bench and HumanEval,
+# the evaluation sets, are not in ShareGPT.
+set -euo pipefail
+cd "$(dirname "$0")/.."
+BIN=${BIN:-.venv/bin}
+RUN_ID=${RUN_ID:-r1}
+DATA=${DOMINO_DATA:-artifacts/data}
+
+FIRST_TURNS="prepare.max_user_turns=1 prepare.max_chars=12000 tokenize.max_length=768"
+CACHE="cache.num_draft_layers=4 cache.shard_bytes=268435456 cache.batch_tokens=4096"
+REGEN="regenerate.max_new_tokens=320 regenerate.shard_size=256 data.backend.batch_size=128 \
+  data.backend.max_batch_tokens=76800 regenerate.max_context=768"
+
+# data set name, then its stages' overrides
+stage() {
+  local name=$1
+  shift
+  if [[ -f "$DATA/$name/features/index.json" ]]; then
+    echo "== $name: done"
+    return
+  fi
+  # shellcheck disable=SC2086
+  "$BIN/domino-data" name="$name" $FIRST_TURNS $CACHE "$@"
+}
+
+stage smollm2-val stages=[prepare,regenerate,tokenize,cache] data.source.sources.sharegpt.limit=200 $REGEN
+stage smollm2-regen stages=[prepare,regenerate,tokenize,cache] data.source.sources.sharegpt.skip=200 \
+  data.source.sources.sharegpt.limit=1000 $REGEN
+stage smollm2-distill stages=[prepare,tokenize,cache] tokenize.input=prepared \
+  data.source.sources.sharegpt.skip=1200 data.source.sources.sharegpt.limit=2400
+
+for variant in domino dflash; do
+  "$BIN/domino-train" experiment=smollm2_$variant run_id="$RUN_ID"
+done
