@@ -98,10 +98,9 @@ def main() -> None:
         loss = sum(F.cross_entropy(logits, labels) for _ in range(heads))
         loss.backward()
 
-    features = batch["features"]
+    fused = drafter.backbone.fuse(batch["features"]).detach().requires_grad_(True)  # fc is counted in "rest"
 
     def layers_part() -> None:
-        fused = drafter.backbone.fuse(features).detach().requires_grad_(True)
         positions = torch.arange(t).expand(b, t)
         context = drafter.backbone.context_kv(fused, positions)
         bs = config.block_size

@@ -11,6 +11,7 @@ vocabulary, labels outside it weigh 0 (`restrict_to_draft_vocab`).
 from __future__ import annotations
 
 import math
+from collections.abc import Callable
 from dataclasses import dataclass
 
 import torch
@@ -80,7 +81,9 @@ def block_targets(
     )
 
 
-def restrict_to_draft_vocab(targets: BlockTargets, to_draft_ids) -> BlockTargets:  # noqa: ANN001
+def restrict_to_draft_vocab(
+    targets: BlockTargets, to_draft_ids: Callable[[torch.Tensor], tuple[torch.Tensor, torch.Tensor]]
+) -> BlockTargets:
     """Labels in draft-vocabulary ids; labels outside the subset keep counting as misses but weigh 0.
 
     `to_draft_ids`: target ids -> (draft ids, inside) (`DominoDrafter.to_draft_ids`).

@@ -45,6 +45,7 @@ class DominoDrafter(nn.Module):
         self.backbone = DFlashBackbone(config)
         self.head = DominoHead(config) if config.has_head else None
         self._target_io: tuple[nn.Module, nn.Module] | None = None
+        self._maps: tuple[tuple, torch.Tensor, torch.Tensor] | None = None  # key, draft -> target, inverse
         self._draft_rows: tuple[tuple, torch.Tensor, torch.Tensor | None] | None = None
         if config.draft_vocab_size is not None:
             n, v = config.draft_vocab_size, config.vocab_size
@@ -71,7 +72,6 @@ class DominoDrafter(nn.Module):
         self.d2t.copy_(ids - torch.arange(n))
         self.t2d.zero_()
         self.t2d[ids] = True
-        self._draft_rows = None
 
     def draft_vocab_problems(self) -> list[str]:
         """Why `d2t` / `t2d` are not one consistent subset of the target vocabulary (empty when they are)."""
@@ -88,9 +88,25 @@ class DominoDrafter(nn.Module):
             problems.append("t2d does not mark exactly the target ids that d2t maps to")
         return problems
 
+    def _vocab_key(self) -> tuple:
+        """Identifies the current `d2t` (replaced by a load, or written by `set_draft_vocab`)."""
+        return (self.d2t.data_ptr(), self.d2t.device, self.d2t._version)
+
+    def _vocab_maps(self) -> tuple[torch.Tensor, torch.Tensor]:
+        """(target id of every draft id [N], draft id of every target id [V] (0 outside)), derived from
+        `d2t` once per subset and reused by every round and training step."""
+        key = self._vocab_key()
+        if self._maps is None or self._maps[0] != key:
+            n, device = self.config.draft_vocab_size, self.d2t.device
+            target_ids = torch.arange(n, device=device) + self.d2t
+            inverse = torch.zeros(self.config.vocab_size, dtype=torch.long, device=device)
+            inverse[target_ids] = torch.arange(n, device=device)
+            self._maps = (key, target_ids, inverse)
+        return self._maps[1], self._maps[2]
+
     def draft_to_target(self) -> torch.Tensor:
-        """The target id of every draft id [N] (int64)."""
-        return torch.arange(self.config.draft_vocab_size, device=self.d2t.device) + self.d2t
+        """The target id of every draft id [N] (int64; shared, do not modify)."""
+        return self._vocab_maps()[0]
 
     def to_target_ids(self, ids: torch.Tensor) -> torch.Tensor:
         """Ids picked from the drafter's logits -> target ids (the identity without a draft vocabulary)."""
@@ -101,9 +117,7 @@ class DominoDrafter(nn.Module):
         if not self.has_draft_vocab:
             return target_ids, torch.ones_like(target_ids, dtype=torch.bool)
         inside = self.t2d[target_ids]
-        inverse = torch.zeros(self.config.vocab_size, dtype=torch.long, device=self.d2t.device)
-        inverse[self.draft_to_target()] = torch.arange(self.config.draft_vocab_size, device=self.d2t.device)
-        return torch.where(inside, inverse[target_ids], 0), inside
+        return torch.where(inside, self._vocab_maps()[1][target_ids], 0), inside
 
     def full_vocab_probs(self, probs: torch.Tensor) -> torch.Tensor:
         """A distribution over draft ids [..., N] as one over the target vocabulary [..., V] (0 outside)."""
@@ -115,7 +129,7 @@ class DominoDrafter(nn.Module):
     def _lm_rows(self, lm_head: nn.Module) -> tuple[torch.Tensor, torch.Tensor | None]:
         """The lm_head rows (and bias) of the draft ids, gathered once per (weights, subset, device)."""
         weight, bias = lm_head.weight, getattr(lm_head, "bias", None)
-        key = (weight.data_ptr(), weight.device, weight.dtype, self.d2t.data_ptr(), self.d2t._version)
+        key = (weight.data_ptr(), weight.device, weight.dtype, self._vocab_key())
         if self._draft_rows is None or self._draft_rows[0] != key:
             ids = self.draft_to_target().to(weight.device)
             rows = weight.detach()[ids]
@@ -150,9 +164,7 @@ class DominoDrafter(nn.Module):
         flat = hidden.reshape(-1, hidden.shape[-1])
         lm_head = self._io()[1]
         if self.has_draft_vocab:
-            weight, bias = self._lm_rows(lm_head)
-            bias = None if bias is None else bias.to(flat.dtype)
-            logits = torch.nn.functional.linear(flat, weight.to(flat.dtype), bias)
+            logits = torch.nn.functional.linear(flat, *self._lm_rows(lm_head))
         else:
             logits = lm_head(flat)
         return logits.view(*hidden.shape[:-1], logits.shape[-1])

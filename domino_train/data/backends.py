@@ -23,6 +23,7 @@ from typing import Any
 
 import torch
 
+from domino_train.data.batching import length_sorted_batches
 from inference.batch_generation import generate_batch
 from inference.sampling import SamplingParams
 from inference.target import TargetModel
@@ -66,16 +67,7 @@ class LocalBackend:
 
     def batches(self, prompt_lengths: list[int]) -> list[list[int]]:
         """Request indices grouped into batches, shortest prompts first."""
-        order = sorted(range(len(prompt_lengths)), key=lambda i: prompt_lengths[i])
-        out: list[list[int]] = []
-        for i in order:
-            cost = (prompt_lengths[i] + self.max_new_tokens) * ((len(out[-1]) + 1) if out else 1)
-            fits = out and len(out[-1]) < self.batch_size
-            if fits and (self.max_batch_tokens is None or cost <= self.max_batch_tokens):
-                out[-1].append(i)  # sorted: the new row is the batch's longest
-            else:
-                out.append([i])
-        return out
+        return length_sorted_batches(prompt_lengths, self.max_batch_tokens, self.batch_size, self.max_new_tokens)
 
     def prompt_tokens(self, messages: list[dict[str, str]]) -> int | None:
         return len(self.target.chat_ids(messages))

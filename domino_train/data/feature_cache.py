@@ -3,7 +3,7 @@
 Only what the drafter consumes is stored: the concatenated outputs of `target_layer_ids` (K * H values
 per token, bf16 by default), so the disk cost is `K * H * 2` bytes per token (Qwen3-8B, K = 5: 40 KiB per
 token; SmolLM2-135M: 5.6 KiB), plus the target's own greedy next token at every position (`next_ids`,
-int32: 4 bytes per token). The latter are the labels of distillation (`train.labels=target`): on text the
+int32: 4 bytes per token). The latter are the labels of distillation (`data.labels=target`): on text the
 target did not write, the target's argmax at position t is what serving would verify after t.
 
 Rows are streamed through the target in right-padded batches (causal attention: padding after a row
@@ -27,6 +27,7 @@ from safetensors import safe_open
 from safetensors.torch import save_file
 from tqdm.auto import tqdm
 
+from domino_train.data.batching import length_sorted_batches
 from domino_train.data.manifest import target_record, timestamp
 from domino_train.data.shards import write_json_atomic
 from domino_train.data.tokenize import load_tokenized
@@ -37,22 +38,6 @@ INDEX = "index.json"
 
 def _shard_file(folder: Path, k: int) -> Path:
     return folder / f"features-{k:05d}.safetensors"
-
-
-def length_sorted_batches(lengths: list[int], batch_tokens: int) -> list[list[int]]:
-    """Indices into `lengths` grouped into batches of at most `batch_tokens` padded tokens, longest first.
-
-    Rows of similar length share a batch, so right padding (the cost of a batched forward) stays small;
-    a row longer than `batch_tokens` gets a batch of its own.
-    """
-    order = sorted(range(len(lengths)), key=lambda i: -lengths[i])
-    batches: list[list[int]] = []
-    for i in order:
-        if batches and lengths[batches[-1][0]] * (len(batches[-1]) + 1) <= batch_tokens:
-            batches[-1].append(i)  # the batch's first row is its longest
-        else:
-            batches.append([i])
-    return batches
 
 
 @torch.inference_mode()

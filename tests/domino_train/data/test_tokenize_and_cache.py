@@ -3,7 +3,7 @@ import json
 import pytest
 import torch
 
-from domino_train.data.feature_cache import FeatureCache, build_feature_cache, length_sorted_batches
+from domino_train.data.feature_cache import FeatureCache, build_feature_cache
 from domino_train.data.prepare import prepare
 from domino_train.data.sources import LocalFiles
 from domino_train.data.tokenize import load_tokenized, tokenize
@@ -73,14 +73,3 @@ def test_cache_stores_the_targets_greedy_next_ids(tokenized, qwen_target, tmp_pa
     for i in range(len(ds)):
         ids = torch.tensor([ds[i]["input_ids"]])
         assert torch.equal(cache.next_ids(i), qwen_target(ids).logits[0].argmax(-1).to(torch.int32))
-
-
-def test_length_sorted_batches_cover_every_row_within_the_token_budget():
-    lengths = [5, 40, 7, 39, 100, 6, 8]
-    batches = length_sorted_batches(lengths, batch_tokens=80)
-    assert sorted(i for b in batches for i in b) == list(range(len(lengths)))
-    assert batches[0] == [4]  # longer than the budget: alone
-    for b in batches:
-        assert max(lengths[i] for i in b) * len(b) <= 80 or len(b) == 1
-        assert lengths[b[0]] == max(lengths[i] for i in b)
-    assert [1, 3] in batches  # the two ~40-token rows share a batch
