@@ -13,6 +13,7 @@ import torch
 import yaml
 from lightning.pytorch.callbacks import Callback
 
+from domino_train.model_card import run_metrics, write_model_card
 from inference.checkpoint import save_checkpoint
 
 
@@ -36,19 +37,28 @@ class ExportDrafter(Callback):
                     self.dtype,
                     pl_module.data_manifest,
                     pl_module.hparams.get("run_config"),
+                    run_metrics(trainer),
                 )
                 print(f"exported drafter -> {self.exported}")
         trainer.strategy.barrier()
 
 
 def write_export(
-    drafter: torch.nn.Module, dirpath: Path, dtype: torch.dtype, manifest: dict[str, Any], run_config: Any
+    drafter: torch.nn.Module,
+    dirpath: Path,
+    dtype: torch.dtype,
+    manifest: dict[str, Any],
+    run_config: Any,
+    metrics: dict[str, float] | None = None,
+    decode_results: dict[str, Any] | None = None,
 ) -> Path:
-    """The export folder: weights + config in the public layout, plus data manifest and run config."""
+    """The export folder: weights + config in the public layout, plus data manifest, run config and a
+    model card (README.md) from the run's last metrics and, when given, a domino-decode results.json."""
     save_checkpoint(drafter, dirpath, dtype)
     (dirpath / "data_manifest.json").write_text(json.dumps(manifest or {}, indent=2))
     if run_config is not None:
         (dirpath / "training_config.yaml").write_text(yaml.safe_dump(run_config, sort_keys=False))
+    write_model_card(dirpath, drafter.config, run_config, manifest or {}, metrics or {}, decode_results)
     return dirpath
 
 

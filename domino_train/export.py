@@ -16,6 +16,7 @@ from typing import Any
 import torch
 
 from domino_train.callbacks import write_export
+from domino_train.model_card import read_decode_results
 from inference.checkpoint import DrafterCheckpointError
 from inference.config import DrafterConfig
 from inference.drafter import DominoDrafter
@@ -53,11 +54,18 @@ def drafter_from_checkpoint(ckpt: dict[str, Any], source: str = "checkpoint") ->
     return drafter
 
 
-def export_checkpoint(ckpt_path: str | Path, out_dir: str | Path, dtype: torch.dtype = torch.bfloat16) -> Path:
+def export_checkpoint(
+    ckpt_path: str | Path,
+    out_dir: str | Path,
+    dtype: torch.dtype = torch.bfloat16,
+    decode_results: dict[str, Any] | None = None,
+) -> Path:
+    """Write the drafter folder (weights, config, manifest, run config, model card) from a checkpoint."""
     ckpt = read_training_checkpoint(ckpt_path)
     drafter = drafter_from_checkpoint(ckpt, str(ckpt_path))
     run_config = (ckpt.get("hyper_parameters") or {}).get("run_config")
-    return write_export(drafter, Path(out_dir), dtype, ckpt.get("data_manifest") or {}, run_config)
+    manifest, metrics = ckpt.get("data_manifest") or {}, ckpt.get("metrics") or {}
+    return write_export(drafter, Path(out_dir), dtype, manifest, run_config, metrics, decode_results)
 
 
 def main(argv: list[str] | None = None) -> None:
@@ -65,10 +73,14 @@ def main(argv: list[str] | None = None) -> None:
     parser.add_argument("checkpoint", help="a Lightning .ckpt file or a DeepSpeed checkpoint directory")
     parser.add_argument("out", help="the drafter folder to write (config.json + model.safetensors)")
     parser.add_argument("--dtype", default="bfloat16", choices=["bfloat16", "float16", "float32"])
+    parser.add_argument(
+        "--decode-results", help="a domino-decode results.json: its held-out table goes on the model card"
+    )
     args = parser.parse_args(argv)
     try:
-        out = export_checkpoint(args.checkpoint, args.out, getattr(torch, args.dtype))
-    except (FileNotFoundError, DrafterCheckpointError) as e:
+        decode = read_decode_results(args.decode_results) if args.decode_results else None
+        out = export_checkpoint(args.checkpoint, args.out, getattr(torch, args.dtype), decode)
+    except (FileNotFoundError, ValueError, DrafterCheckpointError) as e:
         raise SystemExit(f"domino-export: {e}") from None
     print(f"exported drafter -> {out}")
 

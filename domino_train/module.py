@@ -20,6 +20,7 @@ from typing import Any
 import lightning as L
 import torch
 
+from domino_train.model_card import run_metrics
 from domino_train.objectives import (
     acceptance_stats,
     block_targets,
@@ -235,9 +236,11 @@ class DominoLitModule(L.LightningModule):
 
     # --------------------------------------------------------------------------- checkpoints
     def on_save_checkpoint(self, checkpoint: dict[str, Any]) -> None:
-        """Checkpoints carry what `domino-export` needs: the drafter's config.json and the data manifest."""
+        """Checkpoints carry what `domino-export` needs: the drafter's config.json, the data manifest and
+        the metrics its model card reports."""
         checkpoint["drafter_config"] = self.config.to_hf_dict()
         checkpoint["data_manifest"] = self.data_manifest
+        checkpoint["metrics"] = run_metrics(self.trainer)
         checkpoint["blocks_seen"] = self.blocks_seen
 
     def on_load_checkpoint(self, checkpoint: dict[str, Any]) -> None:

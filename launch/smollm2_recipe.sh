@@ -2,6 +2,7 @@
 # The SmolLM2-135M reference drafters, end to end on a CPU: data, then the Domino and DFlash drafters.
 #   launch/smollm2_recipe.sh            # every stage; rerun it to resume where it stopped
 #   RUN_ID=r2 launch/smollm2_recipe.sh  # another training run on the same data
+#   TRAIN_THREADS=2                     # threads per training (default 1: both share the 2 cores)
 # Each data stage resumes (regeneration by shard, the caches by shard; finished stages are skipped),
 # and each training resumes from its run folder's last.ckpt (run_id=$RUN_ID). The slices are disjoint
 # rows of the bundled ShareGPT first turns (conf/data/smollm2_recipe.yaml); MT-Bench and HumanEval,
@@ -11,6 +12,7 @@ cd "$(dirname "$0")/.."
 BIN=${BIN:-.venv/bin}
 RUN_ID=${RUN_ID:-r1}
 DATA=${DOMINO_DATA:-artifacts/data}
+LOGS=${DOMINO_LOGS:-artifacts/runs}  # where each training's console log goes
 
 FIRST_TURNS="prepare.max_user_turns=1 prepare.max_chars=12000 tokenize.max_length=768"
 CACHE="cache.num_draft_layers=4 cache.shard_bytes=268435456 cache.batch_tokens=4096"
@@ -35,6 +37,17 @@ stage smollm2-regen stages=[prepare,regenerate,tokenize,cache] data.source.sourc
 stage smollm2-distill stages=[prepare,tokenize,cache] tokenize.input=prepared \
   data.source.sources.sharegpt.skip=1200 data.source.sources.sharegpt.limit=2400
 
+# The two drafters train side by side, one core each (two 2-thread jobs on 2 cores run far slower);
+# each logs to $LOGS/smollm2_<variant>/$RUN_ID.log. The script fails if either training fails.
+pids=()
 for variant in domino dflash; do
-  "$BIN/domino-train" experiment=smollm2_$variant run_id="$RUN_ID"
+  log="$LOGS/smollm2_$variant/$RUN_ID.log"
+  mkdir -p "$(dirname "$log")"
+  OMP_NUM_THREADS=${TRAIN_THREADS:-1} "$BIN/domino-train" experiment=smollm2_$variant run_id="$RUN_ID" >>"$log" 2>&1 &
+  pids+=($!)
 done
+status=0
+for pid in "${pids[@]}"; do
+  wait "$pid" || status=1
+done
+exit $status

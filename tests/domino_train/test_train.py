@@ -39,6 +39,8 @@ def test_tiny_experiment_trains_and_exports(tiny_cfg, tmp_path):
     assert drafter.config.block_size == 8 and drafter.head is not None
     assert (export / "data_manifest.json").is_file() and (export / "training_config.yaml").is_file()
     assert {"train/loss", "train/lambda", "val/tau_final", "val/ce_base"} <= set(metrics)
+    card = (export / "README.md").read_text()  # the model card reports the run's own last validation
+    assert f"- val/tau_final: {metrics['val/tau_final']:.3f}" in card and "- step: 12" in card
     ckpt = torch.load(tmp_path / "run" / "checkpoints" / "last.ckpt", map_location="cpu", weights_only=False)
     assert all(k.startswith("drafter.") for k in ckpt["state_dict"])  # the frozen target never enters
     n_params = sum(p.numel() for p in drafter.parameters())
@@ -46,6 +48,7 @@ def test_tiny_experiment_trains_and_exports(tiny_cfg, tmp_path):
     assert sum(s["exp_avg"].numel() for s in state.values()) == n_params
     # domino-export on the Lightning checkpoint writes the same drafter as the end-of-fit export
     out = export_checkpoint(tmp_path / "run" / "checkpoints" / "last.ckpt", tmp_path / "from_ckpt")
+    assert f"- val/tau_final: {metrics['val/tau_final']:.3f}" in (out / "README.md").read_text()
     again = DominoDrafter.from_pretrained(out)
     for (k, a), b in zip(drafter.state_dict().items(), again.state_dict().values(), strict=True):
         assert torch.equal(a, b), k
