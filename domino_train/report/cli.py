@@ -17,7 +17,7 @@ from pathlib import Path
 
 from domino_train.report.eval_results import attach_eval
 from domino_train.report.local_runs import load_local_runs
-from domino_train.report.plots import plot_by_position, plot_curves
+from domino_train.report.plots import X_AXES, plot_by_position, plot_curves
 from domino_train.report.records import ReportError, RunRecord
 from domino_train.report.table import markdown_table, report_markdown
 from domino_train.report.variants import group_variants
@@ -36,6 +36,9 @@ def parser() -> argparse.ArgumentParser:
     p.add_argument("--log-eval", action="store_true", help="log each --eval to W&B as a job_type=eval run")
     p.add_argument("--out", type=Path, default=Path("artifacts/report"), help="folder for report.md and the PNGs")
     p.add_argument("--title", default="Domino ablations", help="the report's heading")
+    p.add_argument(
+        "--x", choices=sorted(X_AXES), default="step", help="x-axis of curves.png: steps, blocks seen or minutes"
+    )
     return p
 
 
@@ -65,7 +68,7 @@ def main(argv: list[str] | None = None) -> int:
     variants = group_variants(runs)
     args.out.mkdir(parents=True, exist_ok=True)
     plots = [
-        plot_curves(variants, args.out / "curves.png").name,
+        plot_curves(variants, args.out / "curves.png", args.x).name,
         plot_by_position(variants, args.out / "by_position.png").name,
     ]
     (args.out / "report.md").write_text(report_markdown(variants, args.title, plots))

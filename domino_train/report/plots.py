@@ -2,11 +2,29 @@
 
 from __future__ import annotations
 
+import bisect
 from pathlib import Path
 
+from domino_train.report.records import RunRecord
 from domino_train.report.variants import Variant
 
 CURVES = (("train/loss", "training loss"), ("train/lambda", "lambda (weight of CE base)"), ("val/tau_final", "val tau"))
+# x-axes of the curves: optimizer steps, anchor blocks trained on, or minutes of training step time
+X_AXES = {"step": (None, 1.0, "optimizer step"), "blocks": ("train/blocks_seen", 1.0, "anchor blocks seen")}
+X_AXES["minutes"] = ("train/seconds", 1 / 60, "training minutes (train/seconds)")
+
+
+def x_values(run: RunRecord, steps: list[int], axis: str) -> list[float] | None:
+    """`steps` of `run` on `axis`: the counter logged at the latest training step <= each step (validation
+    runs after its step's training). None when the run never logged the counter (an older run)."""
+    metric, scale, _ = X_AXES[axis]
+    if metric is None:
+        return [float(s) for s in steps]
+    counter = run.curves.get(metric)
+    if not counter:
+        return None
+    logged = [s for s, _ in counter]
+    return [counter[max(bisect.bisect_right(logged, s) - 1, 0)][1] * scale for s in steps]
 
 
 def _pyplot():
@@ -18,19 +36,21 @@ def _pyplot():
     return plt
 
 
-def plot_curves(variants: list[Variant], path: Path) -> Path:
-    """Loss, lambda and validation tau against optimizer steps; one colour per variant, one line per seed."""
+def plot_curves(variants: list[Variant], path: Path, x: str = "step") -> Path:
+    """Loss, lambda and validation tau against `x` (a key of `X_AXES`); one colour per variant, one line
+    per seed."""
     plt = _pyplot()
     fig, axes = plt.subplots(1, len(CURVES), figsize=(5 * len(CURVES), 3.6))
     for color, v in zip(plt.rcParams["axes.prop_cycle"].by_key()["color"] * 10, variants, strict=False):
         for i, run in enumerate(v.runs):
             for ax, (metric, _) in zip(axes, CURVES, strict=True):
                 curve = run.curves.get(metric)
-                if curve:
-                    steps, values = zip(*curve, strict=True)
+                xs = x_values(run, [s for s, _ in curve], x) if curve else None
+                if xs:
+                    values = [v for _, v in curve]
                     marker = "o" if len(curve) <= 30 else None  # validations are few: show each one
                     ax.plot(
-                        steps,
+                        xs,
                         values,
                         color=color,
                         alpha=0.85,
@@ -39,7 +59,7 @@ def plot_curves(variants: list[Variant], path: Path) -> Path:
                         label=v.label if i == 0 else None,
                     )
     for ax, (_, title) in zip(axes, CURVES, strict=True):
-        ax.set(title=title, xlabel="optimizer step")
+        ax.set(title=title, xlabel=X_AXES[x][2])
         ax.grid(alpha=0.3)
     axes[0].legend(fontsize=7)
     fig.tight_layout()

@@ -13,6 +13,7 @@ import pytest
 from domino_train.report import wandb_api
 from domino_train.report.cli import main
 from domino_train.report.local_runs import load_run
+from domino_train.report.plots import x_values
 from domino_train.report.wandb_file import merge, offline_run_files, read_wandb_file
 from domino_train.train import train
 
@@ -172,3 +173,17 @@ def test_bad_input_is_a_one_line_error(runs, tmp_path, monkeypatch):
         with pytest.raises(SystemExit, match=message) as error:
             main([*argv, "--out", str(tmp_path / "out")])
         assert str(error.value).startswith("domino-report: ") and "\n" not in str(error.value)
+
+
+def test_curves_against_blocks_seen_and_minutes(runs, tmp_path):
+    run = load_run(runs / "tiny" / "domino")
+    val_steps = [s for s, _ in run.curves["val/tau_final"]]
+    blocks = dict(run.curves["train/blocks_seen"])
+    assert x_values(run, val_steps, "step") == [float(s) for s in val_steps]
+    assert x_values(run, val_steps, "blocks") == [blocks[max(b for b in blocks if b <= s)] for s in val_steps]
+    minutes = x_values(run, val_steps, "minutes")
+    assert all(0 < a <= b for a, b in zip(minutes, minutes[1:], strict=False))
+    del run.curves["train/seconds"]  # a run from before the counter existed: no curve, no crash
+    assert x_values(run, val_steps, "minutes") is None
+    assert main([str(runs), "--out", str(tmp_path), "--x", "blocks"]) == 0
+    assert (tmp_path / "curves.png").stat().st_size > 5_000
