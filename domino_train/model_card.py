@@ -96,7 +96,9 @@ def _training(metrics: dict[str, float]) -> list[str]:
 def _decoding(results: dict[str, Any]) -> list[str]:
     lines = [
         f"`domino-decode` at git {str(results.get('git_commit'))[:7]}, {results.get('device')} "
-        f"{results.get('dtype')}, T = {results.get('temperature')}, {results.get('max_new_tokens')} new tokens:",
+        f"{results.get('dtype')}, T = {results.get('temperature')}, {results.get('max_new_tokens')} new tokens; "
+        f"domino / dominotree drafted with `{results.get('drafter')}`, dflash / ddtree with "
+        f"`{results.get('baseline_drafter') or results.get('drafter')}`:",
         "",
         "| set | method | prompts | tau | speedup vs ar | lossless |",
         "|---|---|---|---|---|---|",
