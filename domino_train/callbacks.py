@@ -14,7 +14,7 @@ import yaml
 from lightning.pytorch.callbacks import Callback
 
 from domino_train.model_card import run_metrics, write_model_card
-from inference.checkpoint import save_checkpoint
+from inference.drafter.checkpoint import save_checkpoint
 
 
 class ExportDrafter(Callback):

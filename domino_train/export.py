@@ -17,9 +17,9 @@ import torch
 
 from domino_train.callbacks import write_export
 from domino_train.model_card import read_decode_results
-from inference.checkpoint import DrafterCheckpointError
-from inference.config import DrafterConfig
 from inference.drafter import DominoDrafter
+from inference.drafter.checkpoint import DrafterCheckpointError
+from inference.drafter.config import DrafterConfig
 
 PREFIX = "drafter."
 

@@ -31,9 +31,9 @@ from domino_train.objectives import (
     weighted_ce,
 )
 from domino_train.target_init import INITS, init_from_target
-from inference.config import DrafterConfig
 from inference.drafter import DominoDrafter
-from inference.target import TargetModel
+from inference.drafter.config import DrafterConfig
+from inference.targets.adapter import TargetModel
 
 CAUSAL_INPUTS = ("teacher_forced", "ttt")
 

@@ -15,8 +15,8 @@ from domino_train import CONF_DIR
 from domino_train.module import DominoLitModule
 from domino_train.resume import record_identity, resolve_ckpt_path
 from domino_train.slurm import cluster_plugins
-from inference.config import DrafterConfig
-from inference.target import TargetModel
+from inference.drafter.config import DrafterConfig
+from inference.targets.adapter import TargetModel
 
 
 def drafter_config(cfg: DictConfig, target: TargetModel) -> DrafterConfig:

@@ -16,8 +16,8 @@ from domino_train.data.feature_cache import build_feature_cache
 from domino_train.data.prepare import prepare
 from domino_train.data.regenerate import regenerate
 from domino_train.data.tokenize import tokenize
-from inference.config import default_target_layer_ids
-from inference.sampling import SamplingParams
+from inference.decoding.sampling import SamplingParams
+from inference.drafter.config import default_target_layer_ids
 
 
 def _read_json(path: Path) -> Any:

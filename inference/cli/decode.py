@@ -20,11 +20,11 @@ from inference.decoding.api import DECODING_METHODS, build_decoder
 from inference.decoding.benchmarks import load_benchmark
 from inference.decoding.evaluate import run_dataset, warm_up
 from inference.decoding.report import write_outputs
+from inference.decoding.sampling import SamplingParams
 from inference.decoding.tree_decoder import TREE_METHODS, TREE_VERIFY_RULES
 from inference.decoding.verify import VERIFY_RULES
 from inference.drafter import DominoDrafter
-from inference.sampling import SamplingParams
-from inference.target_loader import default_dtype, load_target_config
+from inference.targets.loader import default_dtype, load_target_config
 
 log = logging.getLogger("domino-decode")
 BASELINE_METHODS = ("dflash", "ddtree")  # methods that read only the backbone's base logits

@@ -14,11 +14,11 @@ import torch
 from inference.decoding.ar import ARDecoder
 from inference.decoding.chain import ChainDecoder
 from inference.decoding.generation import Decoder, Generation
+from inference.decoding.sampling import SamplingParams
 from inference.decoding.tree_decoder import TREE_METHODS, TREE_VERIFY_RULES, TreeDecoder
 from inference.decoding.verify import VERIFY_RULES
 from inference.drafter import DominoDrafter
-from inference.sampling import SamplingParams
-from inference.target import TargetModel
+from inference.targets.adapter import TargetModel
 
 Prompt = str | list[dict[str, str]] | list[int] | torch.Tensor
 

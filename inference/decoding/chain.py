@@ -18,12 +18,12 @@ import torch
 
 from inference.decoding.chain_rollout import GreedyChainRollout
 from inference.decoding.cuda_graph import use_cuda_graphs
+from inference.decoding.sampling import SamplingParams, probabilities, sample_from
 from inference.decoding.speculative import DecodeState, SpeculativeDecoder, Verdict
 from inference.decoding.verify import ChainDraft, make_verifier
-from inference.draft_cache import DraftKVCache
 from inference.drafter import DominoDrafter
-from inference.sampling import SamplingParams, probabilities, sample_from
-from inference.target import TargetModel
+from inference.drafter.draft_cache import DraftKVCache
+from inference.targets.adapter import TargetModel
 
 # logits [n, V] -> (tokens [n], the distributions they were drawn from [n, V] or None when chosen by argmax)
 TokenPicker = Callable[[torch.Tensor], tuple[torch.Tensor, torch.Tensor | None]]

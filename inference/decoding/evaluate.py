@@ -20,7 +20,7 @@ from tqdm.auto import tqdm
 from inference.decoding.benchmarks import BenchmarkPrompt
 from inference.decoding.generation import Decoder, PromptTooLongError
 from inference.decoding.stats import GenerationStats
-from inference.target import TargetModel
+from inference.targets.adapter import TargetModel
 
 log = logging.getLogger(__name__)
 WARMUP_PROMPT = "Write one sentence about the sea."

@@ -22,11 +22,11 @@ import torch
 from transformers import DynamicCache
 
 from inference.decoding.generation import Decoder, Generation, take_until_stop
+from inference.decoding.sampling import SamplingParams, sample
 from inference.decoding.stats import GenerationStats
-from inference.draft_cache import DraftKVCache
 from inference.drafter import DominoDrafter
-from inference.sampling import SamplingParams, sample
-from inference.target import TargetModel
+from inference.drafter.draft_cache import DraftKVCache
+from inference.targets.adapter import TargetModel
 
 
 @dataclass

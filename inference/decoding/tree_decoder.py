@@ -22,13 +22,13 @@ from collections.abc import Iterable
 import torch
 
 from inference.decoding.cuda_graph import use_cuda_graphs
+from inference.decoding.sampling import SamplingParams, probabilities, sample, sample_from
 from inference.decoding.speculative import DecodeState, SpeculativeDecoder, Verdict
 from inference.decoding.tree import DraftTree
 from inference.decoding.tree_build import best_first, build_ddtree
 from inference.decoding.tree_expander import FastDominoExpander
 from inference.drafter import DominoDrafter
-from inference.sampling import SamplingParams, probabilities, sample, sample_from
-from inference.target import TargetModel, tree_attention_mask
+from inference.targets.adapter import TargetModel, tree_attention_mask
 
 TREE_METHODS = ("ddtree", "dominotree")
 TREE_VERIFY_RULES = ("match", "residual")

@@ -3,7 +3,7 @@
 A rule sees the target's logits at the D + 1 verified positions `[root, d_1 .. d_D]` (row i is the
 target's next-token distribution after position i, so row i - 1 judges draft token d_i and row D gives
 the bonus when every draft is kept) and returns the committed tokens: the accepted drafts d_1..d_a
-followed by one token of the target's. Every distribution comes from `inference.sampling`, the same
+followed by one token of the target's. Every distribution comes from `inference.decoding.sampling`, the same
 transform plain sampling applies, and a round costs one host read.
 
 - `match` (any temperature): draw y_i from the target at every position (argmax at T = 0), keep d_i
@@ -22,7 +22,7 @@ from dataclasses import dataclass
 
 import torch
 
-from inference.sampling import SamplingParams, probabilities, sample, sample_from
+from inference.decoding.sampling import SamplingParams, probabilities, sample, sample_from
 
 VERIFY_RULES = ("match", "rejection")
 

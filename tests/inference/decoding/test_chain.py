@@ -5,7 +5,7 @@ import torch
 
 from inference.decoding import ChainDecoder, build_decoder, draft_chain
 from inference.decoding.chain import sampling_picker
-from inference.sampling import SamplingParams, probabilities
+from inference.decoding.sampling import SamplingParams, probabilities
 
 
 def _recording_picker(seen: list[torch.Tensor]):

@@ -4,7 +4,7 @@ import pytest
 import torch
 
 from inference.decoding import build_decoder
-from inference.sampling import SamplingParams
+from inference.decoding.sampling import SamplingParams
 
 TREES = ("ddtree", "dominotree")
 

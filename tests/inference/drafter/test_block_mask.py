@@ -2,7 +2,7 @@ import warnings
 
 import torch
 
-from inference.block_mask import anchor_block_mask
+from inference.drafter.block_mask import anchor_block_mask
 
 ANCHORS = torch.tensor([[4, 10, 15]])
 

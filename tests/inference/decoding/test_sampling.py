@@ -1,7 +1,7 @@
 import pytest
 import torch
 
-from inference.sampling import SamplingParams, probabilities, sample, warp
+from inference.decoding.sampling import SamplingParams, probabilities, sample, warp
 
 
 def test_greedy_is_argmax_and_one_hot():

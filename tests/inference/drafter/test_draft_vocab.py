@@ -10,7 +10,7 @@ import torch
 
 from inference import DominoDrafter, DrafterCheckpointError
 from inference.decoding import build_decoder
-from inference.sampling import SamplingParams
+from inference.decoding.sampling import SamplingParams
 
 
 def _subset_drafter(trained: DominoDrafter, target, ids: torch.Tensor) -> DominoDrafter:

@@ -16,7 +16,7 @@ import torch
 import torch.nn.functional as F
 from torch import nn
 
-from inference.config import DrafterConfig
+from inference.drafter.config import DrafterConfig
 
 
 class DominoHead(nn.Module):

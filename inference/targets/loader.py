@@ -1,6 +1,6 @@
 """`load_target(spec)`: a built-in name, a local HF folder or a hub id -> `TargetModel`.
 
-Built-ins: `smollm2` (the real offline chat model, see `inference.smollm2`) and `tiny-qwen3` /
+Built-ins: `smollm2` (the real offline chat model, see `inference.targets.smollm2`) and `tiny-qwen3` /
 `tiny-llama` (random, for tests; `tiny` = `tiny-qwen3`). `load_target_config` returns only the HF config
 and also knows the Qwen3-4B / Qwen3-8B configs offline, so drafters for them can be composed and built on
 the `meta` device on a machine with no weights.
@@ -15,7 +15,7 @@ from typing import Any
 
 import torch
 
-from inference.target import TargetModel
+from inference.targets.adapter import TargetModel
 
 TINY_SPECS = {"tiny": "qwen3", "tiny-qwen3": "qwen3", "tiny-llama": "llama"}
 BUILTIN_SPECS = ("smollm2", *TINY_SPECS)
@@ -36,15 +36,15 @@ def load_target_config(spec: str) -> Any:
     from transformers import AutoConfig, PretrainedConfig
 
     if spec in TINY_SPECS:
-        from inference.tiny import tiny_target_config
+        from inference.targets.tiny import tiny_target_config
 
         return tiny_target_config(TINY_SPECS[spec])
     if spec == "smollm2":
-        from inference.smollm2 import smollm2_folder
+        from inference.targets.smollm2 import smollm2_folder
 
         spec = str(smollm2_folder())
     elif spec in KNOWN_CONFIGS and not Path(spec).is_dir():
-        text = resources.files("inference").joinpath("known_configs", KNOWN_CONFIGS[spec]).read_text()
+        text = resources.files("inference.targets").joinpath("known_configs", KNOWN_CONFIGS[spec]).read_text()
         raw = json.loads(text)
         config_cls = AutoConfig.for_model(raw["model_type"]).__class__
         cfg: PretrainedConfig = config_cls.from_dict(raw)
@@ -86,7 +86,7 @@ def load_target(
     dtype = dtype or default_dtype(device)
     template_kwargs = dict(chat_template_kwargs or {})
     if spec in TINY_SPECS:
-        from inference.tiny import tiny_target
+        from inference.targets.tiny import tiny_target
 
         target = tiny_target(TINY_SPECS[spec], dtype=dtype)
         target.model.to(device)
@@ -94,7 +94,7 @@ def load_target(
         return target
     path = spec
     if spec == "smollm2":
-        from inference.smollm2 import smollm2_folder
+        from inference.targets.smollm2 import smollm2_folder
 
         path = str(smollm2_folder())
     try:

@@ -15,8 +15,8 @@ from dataclasses import dataclass
 
 import torch
 
-from inference.sampling import SamplingParams, sample
-from inference.target import TargetModel
+from inference.decoding.sampling import SamplingParams, sample
+from inference.targets.adapter import TargetModel
 
 GREEDY = SamplingParams()
 

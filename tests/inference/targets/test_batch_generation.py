@@ -1,7 +1,7 @@
 import torch
 
-from inference.batch_generation import generate_batch
-from inference.sampling import SamplingParams
+from inference.decoding.sampling import SamplingParams
+from inference.targets.batch_generation import generate_batch
 
 
 def _prompts(target):

@@ -15,14 +15,11 @@ from typing import Any
 
 import torch
 
+from inference.targets.mask_token import default_mask_token_id
+
 DOMINO_ARCHITECTURE = "DominoDraftModel"
 DFLASH_ARCHITECTURE = "DFlashDraftModel"
 DOMINO_PROJECTOR = "domino"
-
-# Qwen3's tokenizer defines ids 0..151668; 151669 is the first padded (never generated) embedding row,
-# and the id every public Qwen3 DFlash / Domino drafter uses as MASK.
-QWEN3_VOCAB_SIZE = 151936
-QWEN3_MASK_TOKEN_ID = 151669
 
 
 def default_target_layer_ids(num_target_layers: int, num_draft_layers: int) -> list[int]:
@@ -52,20 +49,6 @@ def rope_parameters_of(hf_config: Any) -> dict[str, Any]:
         out["rope_type"] = scaling.get("rope_type", scaling.get("type", "default"))
     out.setdefault("rope_type", "default")
     return out
-
-
-def default_mask_token_id(hf_config: Any) -> int:
-    """The MASK id when the caller gives none: only defined for the Qwen3 vocabulary.
-
-    Other targets have no universal reserved id; `TargetModel.mask_token_id` picks one from the tokenizer.
-    """
-    if getattr(hf_config, "model_type", None) == "qwen3" and hf_config.vocab_size == QWEN3_VOCAB_SIZE:
-        return QWEN3_MASK_TOKEN_ID
-    raise ValueError(
-        f"no default MASK id for a {getattr(hf_config, 'model_type', '?')} target with vocab "
-        f"{hf_config.vocab_size}: pass mask_token_id= (a reserved id that is never generated; "
-        "inference.load_target(...).mask_token_id picks one from the tokenizer)"
-    )
 
 
 @dataclass

@@ -11,7 +11,7 @@ from __future__ import annotations
 import torch
 from transformers import AutoModelForCausalLM, LlamaConfig, PretrainedConfig, PreTrainedTokenizerFast, Qwen3Config
 
-from inference.target import TargetModel
+from inference.targets.adapter import TargetModel
 
 TINY_ARCHS = ("qwen3", "llama")
 TINY_SPECIAL_TOKENS = ("<|endoftext|>", "<|im_start|>", "<|im_end|>")  # ids 256, 257, 258

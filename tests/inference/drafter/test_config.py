@@ -2,7 +2,7 @@ import pytest
 import torch
 
 from inference import DominoDrafter, DrafterConfig, default_target_layer_ids, load_target_config
-from inference.config import QWEN3_MASK_TOKEN_ID
+from inference.targets.mask_token import QWEN3_MASK_TOKEN_ID
 
 
 def count(module):

@@ -20,7 +20,8 @@ from torch import nn
 from transformers import DynamicCache
 from transformers.cache_utils import DynamicLayer
 
-from inference.kv_cache import GrowingKVLayer
+from inference.targets.kv_cache import GrowingKVLayer
+from inference.targets.mask_token import choose_mask_token_id, default_mask_token_id
 
 
 @dataclass
@@ -55,26 +56,6 @@ def tree_attention_mask(
     mask = torch.zeros(n, prefix_len + n, dtype=dtype, device=device)
     mask.masked_fill_(~allowed, torch.finfo(dtype).min)
     return mask.view(1, 1, n, prefix_len + n)
-
-
-def choose_mask_token_id(tokenizer: Any, hf_config: Any) -> int:
-    """A reserved id the target never generates, for the drafter's MASK slots.
-
-    The first padded embedding row when the vocabulary is padded past the tokenizer (Qwen3: 151669);
-    otherwise the highest special token that is not bos/eos/pad/unk and not used by the chat template.
-    """
-    vocab = hf_config.vocab_size
-    n_tok = len(tokenizer)
-    if n_tok < vocab:
-        return n_tok
-    reserved = {tokenizer.bos_token_id, tokenizer.eos_token_id, tokenizer.pad_token_id, tokenizer.unk_token_id}
-    template = tokenizer.chat_template if isinstance(getattr(tokenizer, "chat_template", None), str) else ""
-    specials = set(tokenizer.all_special_ids)
-    specials |= {i for i, t in getattr(tokenizer, "added_tokens_decoder", {}).items() if getattr(t, "special", False)}
-    candidates = [i for i in specials if i not in reserved and tokenizer.convert_ids_to_tokens(i) not in template]
-    if not candidates:
-        raise ValueError("the tokenizer has no spare special token for MASK: pass mask_token_id explicitly")
-    return max(candidates)
 
 
 class TargetModel:
@@ -125,8 +106,6 @@ class TargetModel:
     def mask_token_id(self) -> int:
         if self._mask_token_id is None:
             if self.tokenizer is None:
-                from inference.config import default_mask_token_id
-
                 self._mask_token_id = default_mask_token_id(self.config)
             else:
                 self._mask_token_id = choose_mask_token_id(self.tokenizer, self.config)
@@ -198,7 +177,7 @@ class TargetModel:
 
     # --------------------------------------------------------------------------- KV cache
     def new_cache(self) -> DynamicCache:
-        """A KV cache whose full-attention layers append in place (`inference.kv_cache.GrowingKVLayer`)."""
+        """A KV cache whose full-attention layers append in place (`inference.targets.kv_cache.GrowingKVLayer`)."""
         cache = DynamicCache(config=self.config)
         cache.layers = [GrowingKVLayer() if type(layer) is DynamicLayer else layer for layer in cache.layers]
         return cache

@@ -21,13 +21,13 @@ from pathlib import Path
 import torch
 from torch import nn
 
-from inference.backbone import DFlashBackbone
-from inference.block_mask import anchor_block_mask, anchor_flex_block_mask
-from inference.checkpoint import load_checkpoint, read_config, save_checkpoint
-from inference.config import DrafterConfig
-from inference.draft_cache import DraftKVCache
-from inference.head import DominoHead
-from inference.target import TargetModel
+from inference.drafter.backbone import DFlashBackbone
+from inference.drafter.block_mask import anchor_block_mask, anchor_flex_block_mask
+from inference.drafter.checkpoint import load_checkpoint, read_config, save_checkpoint
+from inference.drafter.config import DrafterConfig
+from inference.drafter.draft_cache import DraftKVCache
+from inference.drafter.head import DominoHead
+from inference.targets.adapter import TargetModel
 
 
 @dataclass

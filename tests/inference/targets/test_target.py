@@ -2,7 +2,7 @@ import pytest
 import torch
 
 from inference import load_target, load_target_config, tree_attention_mask
-from inference.target import choose_mask_token_id
+from inference.targets.mask_token import choose_mask_token_id
 
 
 def test_layer_id_l_is_the_output_of_decoder_layer_l(any_tiny_target):

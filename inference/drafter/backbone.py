@@ -14,8 +14,8 @@ from typing import Any
 import torch
 from torch import nn
 
-from inference.config import DrafterConfig
-from inference.layers import DraftDecoderLayer, RMSNorm, RotaryEmbedding
+from inference.drafter.config import DrafterConfig
+from inference.drafter.layers import DraftDecoderLayer, RMSNorm, RotaryEmbedding
 
 KV = tuple[torch.Tensor, torch.Tensor]
 

@@ -15,7 +15,7 @@ import torch
 import torch.nn.functional as F
 from torch import nn
 
-from inference.config import DrafterConfig
+from inference.drafter.config import DrafterConfig
 
 try:  # flex-attention is optional: the GPU training path uses it, SDPA is the reference everywhere.
     from torch.nn.attention.flex_attention import BlockMask, flex_attention
