@@ -17,8 +17,8 @@ import time
 
 import torch
 
-from inference.decoding.tree_build import best_first, build_ddtree
-from inference.decoding.tree_expander import FastDominoExpander
+from inference.decoding.tree.build import best_first, build_ddtree
+from inference.decoding.tree.expander import FastDominoExpander
 from inference.drafter import DominoDrafter
 from inference.drafter.config import DrafterConfig
 from inference.targets.loader import load_target_config

@@ -7,6 +7,7 @@ Never imports Lightning or `domino_train` (tests/inference/test_dependency_rule.
 """
 
 from inference.decoding import Generation, SpeculativeDecoder, build_decoder, generate
+from inference.decoding.tree.draft_tree import tree_attention_mask
 from inference.drafter import (
     BlockLogits,
     DominoDrafter,
@@ -16,7 +17,6 @@ from inference.drafter import (
     default_target_layer_ids,
 )
 from inference.targets import TargetModel, TargetOutput, load_target, load_target_config, tiny_target
-from inference.targets.adapter import tree_attention_mask
 
 __all__ = [
     "BlockLogits",

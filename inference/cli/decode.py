@@ -17,13 +17,14 @@ import torch
 from omegaconf import DictConfig, OmegaConf
 
 from inference.decoding.api import DECODING_METHODS, build_decoder
-from inference.decoding.benchmarks import load_benchmark
-from inference.decoding.evaluate import run_dataset, warm_up
-from inference.decoding.report import write_outputs
+from inference.decoding.chain.verify import VERIFY_RULES
 from inference.decoding.sampling import SamplingParams
-from inference.decoding.tree_decoder import TREE_METHODS, TREE_VERIFY_RULES
-from inference.decoding.verify import VERIFY_RULES
+from inference.decoding.tree.decoder import TREE_METHODS
+from inference.decoding.tree.verify import TREE_VERIFY_RULES
 from inference.drafter import DominoDrafter
+from inference.eval.loop import run_dataset, warm_up
+from inference.eval.prompt_sets import load_benchmark
+from inference.eval.results import write_outputs
 from inference.targets.loader import default_dtype, load_target_config
 
 log = logging.getLogger("domino-decode")

@@ -12,11 +12,12 @@ from typing import Any
 import torch
 
 from inference.decoding.ar import ARDecoder
-from inference.decoding.chain import ChainDecoder
+from inference.decoding.chain.decoder import ChainDecoder
+from inference.decoding.chain.verify import VERIFY_RULES
 from inference.decoding.generation import Decoder, Generation
 from inference.decoding.sampling import SamplingParams
-from inference.decoding.tree_decoder import TREE_METHODS, TREE_VERIFY_RULES, TreeDecoder
-from inference.decoding.verify import VERIFY_RULES
+from inference.decoding.tree.decoder import TREE_METHODS, TreeDecoder
+from inference.decoding.tree.verify import TREE_VERIFY_RULES
 from inference.drafter import DominoDrafter
 from inference.targets.adapter import TargetModel
 

@@ -5,7 +5,8 @@ What decoding and training need from the target, and nothing else:
   layers; id `l` = output of decoder layer `l` = HF `hidden_states[l + 1]`);
 - an incremental KV cache (transformers' `DynamicCache`) that can be cropped, and compacted: after a
   tree verification the accepted path's entries are gathered to the front of the verified window;
-- a forward over a token tree: explicit position ids plus an additive 4-D mask (`tree_attention_mask`).
+- a forward over a token tree: explicit position ids plus an additive 4-D mask (built by
+  `inference.decoding.tree.draft_tree.tree_attention_mask` from the tree's visibility).
 The calls work with transformers 5.x both before and after `past_key_values` was renamed `cache`.
 """
 
@@ -40,22 +41,6 @@ def find_decoder_layers(model: nn.Module, num_layers: int) -> nn.ModuleList:
         if isinstance(module, nn.ModuleList) and len(module) == num_layers:
             return module
     raise ValueError(f"cannot find the {num_layers} decoder layers of {type(model).__name__}")
-
-
-def tree_attention_mask(
-    prefix_len: int, visible: torch.Tensor, dtype: torch.dtype, device: torch.device | str | None = None
-) -> torch.Tensor:
-    """Additive mask [1, 1, n, prefix_len + n] for n tree nodes after a cached prefix.
-
-    `visible` [n, n] bool: node i may attend to node j (its ancestors and itself). Every node sees the
-    whole prefix.
-    """
-    n = visible.shape[0]
-    device = device if device is not None else visible.device
-    allowed = torch.cat([torch.ones(n, prefix_len, dtype=torch.bool, device=device), visible.to(device)], dim=1)
-    mask = torch.zeros(n, prefix_len + n, dtype=dtype, device=device)
-    mask.masked_fill_(~allowed, torch.finfo(dtype).min)
-    return mask.view(1, 1, n, prefix_len + n)
 
 
 class TargetModel:

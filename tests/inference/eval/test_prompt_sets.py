@@ -2,7 +2,7 @@ import json
 
 import pytest
 
-from inference.decoding.benchmarks import (
+from inference.eval.prompt_sets import (
     BENCHMARKS,
     MATH_SUFFIX,
     BenchmarkUnavailableError,

@@ -3,7 +3,8 @@
 Nodes are stored in the order the best-first builder added them (a parent always before its children).
 The verification window is `[root, node 0, node 1, ...]`: window index 0 is the root (the last committed
 token), node i sits at window index i + 1, at position `start + depth` with depth(root) = 0, and sees the
-cached prefix, the root and its own ancestors only.
+cached prefix, the root and its own ancestors only: `visibility` says which window entries see which, and
+`tree_attention_mask` turns that into the additive 4-D mask of the target's tree forward.
 """
 
 from __future__ import annotations
@@ -60,3 +61,19 @@ class DraftTree:
             out.append(node)
             node = self.parents[node]
         return out[::-1]
+
+
+def tree_attention_mask(
+    prefix_len: int, visible: torch.Tensor, dtype: torch.dtype, device: torch.device | str | None = None
+) -> torch.Tensor:
+    """Additive mask [1, 1, n, prefix_len + n] for n tree nodes after a cached prefix.
+
+    `visible` [n, n] bool: node i may attend to node j (its ancestors and itself). Every node sees the
+    whole prefix.
+    """
+    n = visible.shape[0]
+    device = device if device is not None else visible.device
+    allowed = torch.cat([torch.ones(n, prefix_len, dtype=torch.bool, device=device), visible.to(device)], dim=1)
+    mask = torch.zeros(n, prefix_len + n, dtype=dtype, device=device)
+    mask.masked_fill_(~allowed, torch.finfo(dtype).min)
+    return mask.view(1, 1, n, prefix_len + n)

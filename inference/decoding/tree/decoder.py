@@ -1,18 +1,13 @@
 """Tree decoding: `ddtree` (marginal best-first tree) and `dominotree` (path-conditional best-first tree).
 
 One round: the backbone drafts the block once; a best-first tree of `budget` nodes is built from its
-draft positions (`tree_build`, `tree_expander`); the target verifies `[root, nodes]` in one forward with
+draft positions (`build.py`, `expander.py`); the target verifies `[root, nodes]` in one forward with
 position ids `start + depth` and a 4-D mask in which every node sees the cached prefix and its ancestors;
 the walk from the root follows the target's choice at each node; the accepted path and the target's
 bonus token are committed, and `SpeculativeDecoder.commit` gathers the path's KV entries and features to
 the front (`Verdict.keep`).
 
-Acceptance rules (both lossless at any temperature):
-- `match` (sample-and-walk): at each visited node draw y from the target; go to the child whose token is
-  y, or stop and commit y as the bonus.
-- `residual` (multi-candidate rule for deterministic candidate sets): try the node's children in tree
-  order, accepting child c with probability p_res(c) and otherwise removing c from p_res (renormalised);
-  when none is accepted the bonus is drawn from the residual. Same distribution as `match`.
+Acceptance rules: `verify.py` (`match`, `residual`).
 """
 
 from __future__ import annotations
@@ -22,43 +17,16 @@ from collections.abc import Iterable
 import torch
 
 from inference.decoding.cuda_graph import use_cuda_graphs
-from inference.decoding.sampling import SamplingParams, probabilities, sample, sample_from
+from inference.decoding.sampling import SamplingParams
 from inference.decoding.speculative import DecodeState, SpeculativeDecoder, Verdict
-from inference.decoding.tree import DraftTree
-from inference.decoding.tree_build import best_first, build_ddtree
-from inference.decoding.tree_expander import FastDominoExpander
+from inference.decoding.tree.build import best_first, build_ddtree
+from inference.decoding.tree.draft_tree import DraftTree, tree_attention_mask
+from inference.decoding.tree.expander import FastDominoExpander
+from inference.decoding.tree.verify import TREE_VERIFY_RULES, walk_match, walk_residual
 from inference.drafter import DominoDrafter
-from inference.targets.adapter import TargetModel, tree_attention_mask
+from inference.targets.adapter import TargetModel
 
 TREE_METHODS = ("ddtree", "dominotree")
-TREE_VERIFY_RULES = ("match", "residual")
-
-
-def walk_match(tree: DraftTree, logits: torch.Tensor, params: SamplingParams, generator) -> tuple[list[int], int]:  # noqa: ANN001
-    """Sample-and-walk: (window indices of the accepted nodes, the bonus token)."""
-    choice = sample(logits, params, generator).tolist()  # one draw per window entry, one host read
-    children = tree.children()
-    path, cur = [], 0
-    while (nxt := children[cur].get(choice[cur])) is not None:
-        path.append(nxt)
-        cur = nxt
-    return path, choice[cur]
-
-
-def walk_residual(tree: DraftTree, logits: torch.Tensor, params: SamplingParams, generator) -> tuple[list[int], int]:  # noqa: ANN001
-    """The multi-candidate residual rule (see the module docstring)."""
-    children = tree.children()
-    path, cur = [], 0
-    while True:
-        p = probabilities(logits[cur], params).double()
-        for token, window_index in children[cur].items():
-            if torch.rand(1, generator=generator, device=p.device, dtype=torch.float64) * p.sum() < p[token]:
-                path.append(window_index)
-                cur = window_index
-                break
-            p[token] = 0.0
-        else:
-            return path, int(sample_from(p / p.sum(), generator))
 
 
 class TreeDecoder(SpeculativeDecoder):

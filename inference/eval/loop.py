@@ -17,9 +17,9 @@ from dataclasses import dataclass
 import torch
 from tqdm.auto import tqdm
 
-from inference.decoding.benchmarks import BenchmarkPrompt
 from inference.decoding.generation import Decoder, PromptTooLongError
 from inference.decoding.stats import GenerationStats
+from inference.eval.prompt_sets import BenchmarkPrompt
 from inference.targets.adapter import TargetModel
 
 log = logging.getLogger(__name__)

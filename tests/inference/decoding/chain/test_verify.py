@@ -3,8 +3,8 @@ import itertools
 import pytest
 import torch
 
+from inference.decoding.chain.verify import ChainDraft, MatchVerifier, RejectionVerifier, make_verifier
 from inference.decoding.sampling import SamplingParams, probabilities, sample_from
-from inference.decoding.verify import ChainDraft, MatchVerifier, RejectionVerifier, make_verifier
 
 GREEDY = SamplingParams()
 T1 = SamplingParams(temperature=1.0)

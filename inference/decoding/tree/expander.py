@@ -1,6 +1,6 @@
 """`FastDominoExpander`: DominoTree node expansion on static buffers, replayed as CUDA graphs on GPUs.
 
-Same arithmetic as `tree_build.ReferenceDominoExpander`, op for op, so it builds the same trees bit for
+Same arithmetic as `build.ReferenceDominoExpander`, op for op, so it builds the same trees bit for
 bit; what changes is where the work happens:
 - setup (once per round, one graph): the backbone's top-M ids per draft position, their base logits and
   W2 rows, the base-logit children of the first `pure_draft_prefix_len` positions, the root's GRU state;
@@ -8,7 +8,7 @@ bit; what changes is where the work happens:
   over M, top `node_topk`, and the children's GRU states (one batched step);
 - base (per expanded node above the prefix length, one graph): the precomputed base children and their
   GRU states.
-The heap stays on the host (`tree_build.best_first`); each expansion costs one small device-to-host read
+The heap stays on the host (`build.best_first`); each expansion costs one small device-to-host read
 (the children's ids and log-probabilities), and children's states stay on the device in a pool.
 """
 
@@ -17,7 +17,7 @@ from __future__ import annotations
 import torch
 
 from inference.decoding.cuda_graph import StaticStep
-from inference.decoding.tree_build import Children, topk_logprobs
+from inference.decoding.tree.build import Children, topk_logprobs
 from inference.drafter import DominoDrafter
 
 

@@ -4,7 +4,7 @@ import pytest
 import torch
 
 from inference.decoding import ChainDecoder, build_decoder, draft_chain
-from inference.decoding.chain import sampling_picker
+from inference.decoding.chain.decoder import sampling_picker
 from inference.decoding.sampling import SamplingParams, probabilities
 
 

@@ -15,7 +15,7 @@ from collections import Counter, defaultdict
 from pathlib import Path
 from typing import Any
 
-from inference.decoding.evaluate import Record
+from inference.eval.loop import Record
 
 log = logging.getLogger(__name__)
 STAGES = ("prefill", "decode", "draft", "verify", "commit")

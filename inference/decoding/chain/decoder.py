@@ -7,7 +7,7 @@ draft token j (1-based) comes from the base logits when j <= `pure_draft_prefix_
 base_j + correction(H_j, S_{j-1}), where S_{j-1} is the GRU state after consuming the root and draft
 tokens 1..j-1. Only the GRU step and the rank-r correction are sequential, and they stay on the
 device: the round's single host read is in verification. The target then verifies `[root, d_1..d_D]`
-in one forward (`inference.decoding.verify`).
+in one forward (`inference.decoding.chain.verify`).
 """
 
 from __future__ import annotations
@@ -16,11 +16,11 @@ from collections.abc import Callable, Iterable
 
 import torch
 
-from inference.decoding.chain_rollout import GreedyChainRollout
+from inference.decoding.chain.rollout import GreedyChainRollout
+from inference.decoding.chain.verify import ChainDraft, make_verifier
 from inference.decoding.cuda_graph import use_cuda_graphs
 from inference.decoding.sampling import SamplingParams, probabilities, sample_from
 from inference.decoding.speculative import DecodeState, SpeculativeDecoder, Verdict
-from inference.decoding.verify import ChainDraft, make_verifier
 from inference.drafter import DominoDrafter
 from inference.drafter.draft_cache import DraftKVCache
 from inference.targets.adapter import TargetModel

@@ -11,7 +11,7 @@ budget. They differ only in the children a node gets (`Expander`):
   M, log-softmaxed over the M. A child's state is one GRU step from its parent's, computed for all
   `node_topk` children together when the parent is expanded.
 
-`ReferenceDominoExpander` is the clear, direct implementation; `tree_expander.FastDominoExpander` does the
+`ReferenceDominoExpander` is the clear, direct implementation; `expander.FastDominoExpander` does the
 same arithmetic on static buffers (replayable as CUDA graphs) and must build identical trees.
 """
 
@@ -23,7 +23,7 @@ from typing import Protocol
 
 import torch
 
-from inference.decoding.tree import DraftTree
+from inference.decoding.tree.draft_tree import DraftTree
 
 Children = tuple[list[int], list[float]]  # tokens and their log-probabilities, best first
 

@@ -1,8 +1,8 @@
 import json
 
-from inference.decoding.evaluate import Record
-from inference.decoding.report import markdown, summarize, write_outputs
 from inference.decoding.stats import GenerationStats
+from inference.eval.loop import Record
+from inference.eval.results import markdown, summarize, write_outputs
 
 
 def _record(method, prompt_id, tokens, accept_lengths, decode_s, dataset="mt-bench", turn=0):

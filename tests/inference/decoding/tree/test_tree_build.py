@@ -7,9 +7,9 @@ import math
 import pytest
 import torch
 
-from inference.decoding.tree import DraftTree
-from inference.decoding.tree_build import best_first, build_ddtree, build_dominotree_reference
-from inference.decoding.tree_expander import FastDominoExpander
+from inference.decoding.tree.build import best_first, build_ddtree, build_dominotree_reference
+from inference.decoding.tree.draft_tree import DraftTree
+from inference.decoding.tree.expander import FastDominoExpander
 
 
 def test_ddtree_holds_the_most_probable_prefixes():
