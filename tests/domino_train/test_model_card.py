@@ -4,7 +4,7 @@ import json
 
 import pytest
 
-from domino_train.export import main as export_main
+from domino_train.cli.export import main as export_main
 from domino_train.model_card import read_decode_results, write_model_card
 from inference import DrafterConfig
 from inference.targets.tiny import tiny_target

@@ -1,4 +1,4 @@
-"""`domino-data` (or `python -m domino_train.data`): run the data stages chosen by `stages=[...]`."""
+"""The data pipeline: run the stages chosen by `stages=[...]` (entry point: `domino_train/cli/data.py`)."""
 
 from __future__ import annotations
 
@@ -6,12 +6,10 @@ import json
 from pathlib import Path
 from typing import Any
 
-import hydra
 import torch
 from hydra.utils import get_class, instantiate
 from omegaconf import DictConfig, OmegaConf
 
-from domino_train import CONF_DIR
 from domino_train.data.feature_cache import build_feature_cache
 from domino_train.data.prepare import prepare
 from domino_train.data.regenerate import regenerate
@@ -100,15 +98,3 @@ def run(cfg: DictConfig) -> dict[str, Any]:
             print(f"== {stage} -> {out}")
             results[stage] = fn(cfg, out)
     return results
-
-
-@hydra.main(version_base="1.3", config_path=CONF_DIR, config_name="data_pipeline")
-def main(cfg: DictConfig) -> None:
-    try:
-        run(cfg)
-    except (FileNotFoundError, ValueError) as e:  # bad input: one line that names the problem, no traceback
-        raise SystemExit(f"domino-data: {e}") from None
-
-
-if __name__ == "__main__":
-    main()

@@ -6,8 +6,8 @@ from hydra.errors import ConfigCompositionException
 from hydra.utils import instantiate
 
 from domino_train import CONF_DIR
-from domino_train.data.cli import run
 from domino_train.data.feature_cache import FeatureCache
+from domino_train.data.pipeline import run
 from domino_train.data.sources import Source
 from domino_train.data.tokenize import load_tokenized
 
