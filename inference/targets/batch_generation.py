@@ -22,7 +22,7 @@ GREEDY = SamplingParams()
 
 
 @dataclass
-class Generation:
+class Response:
     token_ids: list[int]  # the response, without the stop token
     finish_reason: str  # "stop" (a stop token was produced) or "length" (max_new_tokens reached)
 
@@ -36,7 +36,7 @@ def generate_batch(
     generators: list[torch.Generator] | None = None,
     stop_token_ids: list[int] | None = None,
     shrink_ratio: float = 0.25,
-) -> list[Generation]:
+) -> list[Response]:
     """Generate a response for every prompt (token ids), all rows in one left-padded batch."""
     if not prompts or any(len(p) == 0 for p in prompts):
         raise ValueError("generate_batch needs at least one non-empty prompt")
@@ -80,4 +80,4 @@ def generate_batch(
         attn = torch.cat([attn, torch.ones((len(rows), 1), dtype=attn.dtype, device=device)], dim=1)
         logits = target(tok.unsqueeze(1), cache=cache, position_ids=next_pos, attention_mask=attn).logits
         next_pos = next_pos + 1
-    return [Generation(out[i, : lengths[i]].tolist(), "stop" if stopped[i] else "length") for i in range(b)]
+    return [Response(out[i, : lengths[i]].tolist(), "stop" if stopped[i] else "length") for i in range(b)]

@@ -103,7 +103,7 @@ class ChainDecoder(SpeculativeDecoder):
         self.rollout = GreedyChainRollout(drafter, cuda_graph=True) if graphed else None
 
     def draft(self, state: DecodeState) -> ChainDraft:
-        n = min(self.drafter.config.num_draft_tokens, state.budget - 1)  # more could never be emitted
+        n = min(self.drafter.config.num_draft_tokens, state.tokens_left - 1)  # more could never be emitted
         if n <= 0:
             return ChainDraft(state.root.new_empty(0))
         if self.rollout is not None:

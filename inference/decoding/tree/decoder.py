@@ -54,14 +54,14 @@ class TreeDecoder(SpeculativeDecoder):
         if budget < 1:
             raise ValueError(f"budget must be >= 1 node, got {budget}")
         super().__init__(target, drafter, sampling, stop_token_ids, max_context, sync_stages)
-        self.name, self.budget, self.verify_rule = method, budget, verify
+        self.name, self.node_budget, self.verify_rule = method, budget, verify
         self.expander = None
         if method == "dominotree":
             graphs = use_cuda_graphs(cuda_graph, target.device)
             self.expander = FastDominoExpander(drafter, top_m, node_topk, budget, graphs)
 
     def draft(self, state: DecodeState) -> DraftTree:
-        depth = min(self.drafter.config.num_draft_tokens, state.budget - 1)  # deeper could never be emitted
+        depth = min(self.drafter.config.num_draft_tokens, state.tokens_left - 1)  # deeper could never be emitted
         if depth <= 0:
             return DraftTree()
         t0 = self.clock.now()
@@ -70,9 +70,9 @@ class TreeDecoder(SpeculativeDecoder):
         t1 = self.clock.now()
         if self.expander is None:
             token_map = self.drafter.draft_to_target() if self.drafter.has_draft_vocab else None
-            tree = build_ddtree(base, self.budget, depth, token_map)
+            tree = build_ddtree(base, self.node_budget, depth, token_map)
         else:
-            tree = best_first(self.expander.prepare(hidden, base, state.root), self.budget, depth)
+            tree = best_first(self.expander.prepare(hidden, base, state.root), self.node_budget, depth)
         parts = state.stats.draft_parts_s
         parts["backbone"] = parts.get("backbone", 0.0) + t1 - t0
         parts["build"] = parts.get("build", 0.0) + self.clock.now() - t1
