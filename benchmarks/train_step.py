@@ -32,7 +32,7 @@ from domino_train import CONF_DIR
 from domino_train.module import DominoLitModule
 from domino_train.objectives import sample_anchors
 from domino_train.train import drafter_config
-from inference.block_mask import anchor_block_mask
+from inference.drafter.block_mask import anchor_block_mask
 
 
 def median_seconds(fn: Callable[[], None], repeats: int) -> float:

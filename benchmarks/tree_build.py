@@ -17,11 +17,11 @@ import time
 
 import torch
 
-from inference.config import DrafterConfig
-from inference.decoding.tree_build import best_first, build_ddtree
-from inference.decoding.tree_expander import FastDominoExpander
+from inference.decoding.tree.build import best_first, build_ddtree
+from inference.decoding.tree.expander import FastDominoExpander
 from inference.drafter import DominoDrafter
-from inference.target_loader import load_target_config
+from inference.drafter.config import DrafterConfig
+from inference.targets.loader import load_target_config
 
 
 def drafter_for(spec: str, device: str, dtype: torch.dtype) -> DominoDrafter:

@@ -1,3 +1,3 @@
-from domino_train.train import main
+from domino_train.cli.train import main
 
 main()

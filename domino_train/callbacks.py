@@ -3,18 +3,16 @@
 from __future__ import annotations
 
 import contextlib
-import json
 import time
 from pathlib import Path
 from typing import Any
 
 import lightning as L
 import torch
-import yaml
 from lightning.pytorch.callbacks import Callback
 
-from domino_train.model_card import run_metrics, write_model_card
-from inference.checkpoint import save_checkpoint
+from domino_train.export import write_export
+from domino_train.model_card import run_metrics
 
 
 class ExportDrafter(Callback):
@@ -41,25 +39,6 @@ class ExportDrafter(Callback):
                 )
                 print(f"exported drafter -> {self.exported}")
         trainer.strategy.barrier()
-
-
-def write_export(
-    drafter: torch.nn.Module,
-    dirpath: Path,
-    dtype: torch.dtype,
-    manifest: dict[str, Any],
-    run_config: Any,
-    metrics: dict[str, float] | None = None,
-    decode_results: dict[str, Any] | None = None,
-) -> Path:
-    """The export folder: weights + config in the public layout, plus data manifest, run config and a
-    model card (README.md) from the run's last metrics and, when given, a domino-decode results.json."""
-    save_checkpoint(drafter, dirpath, dtype)
-    (dirpath / "data_manifest.json").write_text(json.dumps(manifest or {}, indent=2))
-    if run_config is not None:
-        (dirpath / "training_config.yaml").write_text(yaml.safe_dump(run_config, sort_keys=False))
-    write_model_card(dirpath, drafter.config, run_config, manifest or {}, metrics or {}, decode_results)
-    return dirpath
 
 
 def gathered_parameters(trainer: L.Trainer, module: torch.nn.Module) -> contextlib.AbstractContextManager:

@@ -19,7 +19,7 @@ import lightning as L
 import torch
 from torch.utils.data import DataLoader, Dataset, Sampler
 
-from inference.target import TargetModel
+from inference.targets.adapter import TargetModel
 
 
 class ResumableSampler(Sampler[int]):
@@ -343,8 +343,8 @@ class SyntheticDataModule(_DominoDataModule):
     def setup(self, stage: str | None = None) -> None:
         if self.train_set is not None:
             return
-        from inference.batch_generation import generate_batch
-        from inference.sampling import SamplingParams
+        from inference.decoding.sampling import SamplingParams
+        from inference.targets.batch_generation import generate_batch
 
         if callable(self.target_factory):
             target: TargetModel = self.target_factory(device="cpu")

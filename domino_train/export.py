@@ -8,20 +8,39 @@ exported with random weights.
 
 from __future__ import annotations
 
-import argparse
+import json
 import tempfile
 from pathlib import Path
 from typing import Any
 
 import torch
+import yaml
 
-from domino_train.callbacks import write_export
-from domino_train.model_card import read_decode_results
-from inference.checkpoint import DrafterCheckpointError
-from inference.config import DrafterConfig
+from domino_train.model_card import write_model_card
 from inference.drafter import DominoDrafter
+from inference.drafter.checkpoint import DrafterCheckpointError, save_checkpoint
+from inference.drafter.config import DrafterConfig
 
 PREFIX = "drafter."
+
+
+def write_export(
+    drafter: torch.nn.Module,
+    dirpath: Path,
+    dtype: torch.dtype,
+    manifest: dict[str, Any],
+    run_config: Any,
+    metrics: dict[str, float] | None = None,
+    decode_results: dict[str, Any] | None = None,
+) -> Path:
+    """The export folder: weights + config in the public layout, plus data manifest, run config and a
+    model card (README.md) from the run's last metrics and, when given, a domino-decode results.json."""
+    save_checkpoint(drafter, dirpath, dtype)
+    (dirpath / "data_manifest.json").write_text(json.dumps(manifest or {}, indent=2))
+    if run_config is not None:
+        (dirpath / "training_config.yaml").write_text(yaml.safe_dump(run_config, sort_keys=False))
+    write_model_card(dirpath, drafter.config, run_config, manifest or {}, metrics or {}, decode_results)
+    return dirpath
 
 
 def read_training_checkpoint(path: str | Path) -> dict[str, Any]:
@@ -66,24 +85,3 @@ def export_checkpoint(
     run_config = (ckpt.get("hyper_parameters") or {}).get("run_config")
     manifest, metrics = ckpt.get("data_manifest") or {}, ckpt.get("metrics") or {}
     return write_export(drafter, Path(out_dir), dtype, manifest, run_config, metrics, decode_results)
-
-
-def main(argv: list[str] | None = None) -> None:
-    parser = argparse.ArgumentParser(prog="domino-export", description=__doc__.splitlines()[0])
-    parser.add_argument("checkpoint", help="a Lightning .ckpt file or a DeepSpeed checkpoint directory")
-    parser.add_argument("out", help="the drafter folder to write (config.json + model.safetensors)")
-    parser.add_argument("--dtype", default="bfloat16", choices=["bfloat16", "float16", "float32"])
-    parser.add_argument(
-        "--decode-results", help="a domino-decode results.json: its held-out table goes on the model card"
-    )
-    args = parser.parse_args(argv)
-    try:
-        decode = read_decode_results(args.decode_results) if args.decode_results else None
-        out = export_checkpoint(args.checkpoint, args.out, getattr(torch, args.dtype), decode)
-    except (FileNotFoundError, ValueError, DrafterCheckpointError) as e:
-        raise SystemExit(f"domino-export: {e}") from None
-    print(f"exported drafter -> {out}")
-
-
-if __name__ == "__main__":
-    main()

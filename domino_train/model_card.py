@@ -12,7 +12,7 @@ import json
 from pathlib import Path
 from typing import Any
 
-from inference.config import DrafterConfig
+from inference.drafter.config import DrafterConfig
 
 VAL_KEYS = ("val/tau_final", "val/tau_base", "val/ce_final", "val/ce_base")
 

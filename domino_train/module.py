@@ -1,9 +1,9 @@
 """`DominoLitModule`: trains a `DominoDrafter` against a frozen target.
 
 Per step: target features (from the batch's feature cache, or one no-grad target forward), random anchor
-blocks drafted in one forward, then `loss = lambda_t * CE(base) + (1 - lambda_t) * CE(final)` with the
-GRU teacher-forced (`causal_input=teacher_forced`) or rolled out on its own greedy drafts
-(`causal_input=ttt`). A drafter without head trains on CE(base) alone.
+blocks drafted in one forward, then `loss = lambda_t * CE(base) + (1 - lambda_t) * CE(final)` (the loss
+itself: `objectives.domino_loss`) with the GRU teacher-forced (`causal_input=teacher_forced`) or rolled out
+on its own greedy drafts (`causal_input=ttt`). A drafter without head trains on CE(base) alone.
 
 The target is loaded once per process in `setup` (on that rank's device) and kept outside the module's
 parameters, optimizer and checkpoints; the drafter borrows its embedding and lm_head by reference. Also
@@ -24,16 +24,16 @@ from domino_train.model_card import run_metrics
 from domino_train.objectives import (
     acceptance_stats,
     block_targets,
+    domino_loss,
     lambda_at,
     restrict_to_draft_vocab,
     sample_anchors,
     warmup_cosine,
-    weighted_ce,
 )
 from domino_train.target_init import INITS, init_from_target
-from inference.config import DrafterConfig
 from inference.drafter import DominoDrafter
-from inference.target import TargetModel
+from inference.drafter.config import DrafterConfig
+from inference.targets.adapter import TargetModel
 
 CAUSAL_INPUTS = ("teacher_forced", "ttt")
 
@@ -168,13 +168,9 @@ class DominoLitModule(L.LightningModule):
             logits = self.drafter.rollout_logits(hidden, targets.causal_tokens[..., 0])
         else:
             logits = self.drafter.block_logits(hidden, targets.causal_tokens if self.drafter.head else None)
-        ce_base = weighted_ce(logits.base, targets)
-        if self.drafter.head is None:
-            lam, ce_final, loss = 1.0, ce_base, ce_base
-        else:
-            lam = self.lambda_t()
-            ce_final = weighted_ce(logits.final, targets)
-            loss = lam * ce_base + (1 - lam) * ce_final
+        has_head = self.drafter.head is not None
+        lam = self.lambda_t() if has_head else 1.0
+        loss, ce_base, ce_final = domino_loss(logits.base, logits.final if has_head else None, targets, lam)
         acc_base, tau_base = acceptance_stats(logits.base, targets)
         acc_final, tau_final = acceptance_stats(logits.final, targets)
         return dict(

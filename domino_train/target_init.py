@@ -17,7 +17,7 @@ import torch
 from torch import nn
 
 from inference.drafter import DominoDrafter
-from inference.target import TargetModel
+from inference.targets.adapter import TargetModel
 
 INITS = ("random", "target")
 _LAYER_PARAMS = (

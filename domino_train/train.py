@@ -1,22 +1,20 @@
-"""`python -m domino_train experiment=...`: compose the run from `conf/train.yaml` and fit a drafter."""
+"""Compose a training run from `conf/train.yaml` and fit a drafter (entry point: `domino_train/cli/train.py`)."""
 
 from __future__ import annotations
 
 import warnings
 from typing import Any
 
-import hydra
 import lightning as L
 from hydra.utils import instantiate
 from lightning.pytorch.loggers import WandbLogger
 from omegaconf import DictConfig, OmegaConf
 
-from domino_train import CONF_DIR
 from domino_train.module import DominoLitModule
 from domino_train.resume import record_identity, resolve_ckpt_path
 from domino_train.slurm import cluster_plugins
-from inference.config import DrafterConfig
-from inference.target import TargetModel
+from inference.drafter.config import DrafterConfig
+from inference.targets.adapter import TargetModel
 
 
 def drafter_config(cfg: DictConfig, target: TargetModel) -> DrafterConfig:
@@ -78,13 +76,3 @@ def finish_wandb(trainer: L.Trainer, exit_code: int) -> None:
     for logger in trainer.loggers:
         if isinstance(logger, WandbLogger) and logger._experiment is not None:
             logger._experiment.finish(exit_code=exit_code)
-
-
-@hydra.main(version_base="1.3", config_path=CONF_DIR, config_name="train")
-def main(cfg: DictConfig) -> float | None:
-    metrics = train(cfg)
-    return metrics.get("val/tau_final")
-
-
-if __name__ == "__main__":
-    main()

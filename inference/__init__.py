@@ -1,16 +1,22 @@
 """Domino inference: the drafter model, the target adapter, checkpoint I/O and decoding.
 
-Never imports Lightning: serving stacks and `domino-decode` use this package alone.
+Never imports Lightning or `domino_train` (tests/inference/test_dependency_rule.py): serving stacks and
+`domino-decode` use this package alone. Folders: `drafter/` (the model and its checkpoint format),
+`targets/` (the target adapter, loader and built-in targets), `decoding/` (AR, chain and tree decoding),
+`eval/` (prompt sets, the evaluation loop and its result files) and `cli/` (domino-decode, domino-describe).
 """
 
-from inference.checkpoint import DrafterCheckpointError
-from inference.config import DrafterConfig, default_target_layer_ids
 from inference.decoding import Generation, SpeculativeDecoder, build_decoder, generate
-from inference.draft_cache import DraftKVCache
-from inference.drafter import BlockLogits, DominoDrafter
-from inference.target import TargetModel, TargetOutput, tree_attention_mask
-from inference.target_loader import load_target, load_target_config
-from inference.tiny import tiny_target
+from inference.decoding.tree.draft_tree import tree_attention_mask
+from inference.drafter import (
+    BlockLogits,
+    DominoDrafter,
+    DrafterCheckpointError,
+    DrafterConfig,
+    DraftKVCache,
+    default_target_layer_ids,
+)
+from inference.targets import TargetModel, TargetOutput, load_target, load_target_config, tiny_target
 
 __all__ = [
     "BlockLogits",

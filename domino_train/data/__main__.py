@@ -1,3 +1,3 @@
-from domino_train.data.cli import main
+from domino_train.cli.data import main
 
 main()

@@ -31,7 +31,7 @@ from domino_train.data.batching import length_sorted_batches
 from domino_train.data.manifest import target_record, timestamp
 from domino_train.data.shards import write_json_atomic
 from domino_train.data.tokenize import load_tokenized
-from inference.target import TargetModel
+from inference.targets.adapter import TargetModel
 
 INDEX = "index.json"
 

@@ -8,7 +8,7 @@ import time
 from pathlib import Path
 from typing import Any
 
-from inference.target import TargetModel
+from inference.targets.adapter import TargetModel
 
 
 def git_revision() -> str:

@@ -22,7 +22,7 @@ from domino_train.data.loss_mask import tokenize_conversation
 from domino_train.data.manifest import git_revision, target_record, timestamp
 from domino_train.data.schema import MalformedRow
 from domino_train.data.shards import read_shards, write_json_atomic
-from inference.target import TargetModel
+from inference.targets.adapter import TargetModel
 
 FEATURES = datasets.Features(
     {

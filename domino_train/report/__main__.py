@@ -1,5 +1,5 @@
 import sys
 
-from domino_train.report.cli import main
+from domino_train.cli.report import main
 
 sys.exit(main())

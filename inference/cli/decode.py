@@ -17,17 +17,16 @@ import torch
 from omegaconf import DictConfig, OmegaConf
 
 from inference.decoding.api import DECODING_METHODS, build_decoder
-from inference.decoding.benchmarks import load_benchmark
-from inference.decoding.evaluate import run_dataset, warm_up
-from inference.decoding.report import write_outputs
-from inference.decoding.tree_decoder import TREE_METHODS, TREE_VERIFY_RULES
-from inference.decoding.verify import VERIFY_RULES
+from inference.decoding.chain.verify import VERIFY_RULES
+from inference.decoding.sampling import SamplingParams
+from inference.decoding.tree.verify import TREE_VERIFY_RULES
 from inference.drafter import DominoDrafter
-from inference.sampling import SamplingParams
-from inference.target_loader import default_dtype, load_target_config
+from inference.eval.loop import run_dataset, warm_up
+from inference.eval.prompt_sets import load_benchmark
+from inference.eval.results import write_outputs
+from inference.targets.loader import default_dtype, load_target_config
 
 log = logging.getLogger("domino-decode")
-BASELINE_METHODS = ("dflash", "ddtree")  # methods that read only the backbone's base logits
 CONF_DIR = Path(__file__).resolve().parents[2] / "conf"  # the repository's Hydra tree (editable installs)
 
 
@@ -44,9 +43,10 @@ def _drafter_paths(cfg: DictConfig, methods: list[str]) -> dict[str, str]:
     baselines (dflash, ddtree), `drafter_path` for the rest."""
     paths = {}
     for m in methods:
-        if m == "ar":
+        if DECODING_METHODS[m].family == "ar":  # no drafter
             continue
-        path = cfg.baseline_drafter_path if m in BASELINE_METHODS and cfg.baseline_drafter_path else cfg.drafter_path
+        baseline = DECODING_METHODS[m].baseline and cfg.baseline_drafter_path
+        path = cfg.baseline_drafter_path if baseline else cfg.drafter_path
         if not path:
             raise ValueError(f"method {m!r} needs a drafter: set drafter_path=PATH")
         paths[m] = str(path)
@@ -90,7 +90,7 @@ def run(cfg: DictConfig, out_dir: Path) -> dict[str, Any]:
             target,
             drafters[paths[m]] if m in paths else None,
             sampling,
-            cfg.tree.verify if m in TREE_METHODS else cfg.verify,
+            cfg.tree.verify if DECODING_METHODS[m].family == "tree" else cfg.verify,
             max_context=cfg.max_context,
             sync_stages=cfg.stage_timings,
             tree=tree,

@@ -13,9 +13,9 @@ import time
 
 import torch
 
-from inference.config import DrafterConfig
 from inference.drafter import DominoDrafter
-from inference.target_loader import load_target, load_target_config
+from inference.drafter.config import DrafterConfig
+from inference.targets.loader import load_target, load_target_config
 
 
 def parameter_table(drafter: DominoDrafter) -> list[tuple[str, int]]:

@@ -1,24 +1,27 @@
 """The decoding entry points users and `domino-decode` share: `build_decoder` and `generate`.
 
-`DECODING_METHODS` maps each method name to a factory; a new method (e.g. a tree decoder) registers
-itself here and is then available to the Python API and the CLI alike.
+`DECODING_METHODS` is the one method table: each name maps to a `MethodSpec` (its family, the verify
+rules it accepts, whether it is a no-head baseline, and the factory that builds it). A new method
+registers itself here and is then available to the Python API and `domino-decode` alike.
 """
 
 from __future__ import annotations
 
 from collections.abc import Callable, Iterable
+from dataclasses import dataclass
 from typing import Any
 
 import torch
 
 from inference.decoding.ar import ARDecoder
-from inference.decoding.chain import ChainDecoder
+from inference.decoding.chain.decoder import ChainDecoder
+from inference.decoding.chain.verify import VERIFY_RULES
 from inference.decoding.generation import Decoder, Generation
-from inference.decoding.tree_decoder import TREE_METHODS, TREE_VERIFY_RULES, TreeDecoder
-from inference.decoding.verify import VERIFY_RULES
+from inference.decoding.sampling import SamplingParams
+from inference.decoding.tree.decoder import TreeDecoder
+from inference.decoding.tree.verify import TREE_VERIFY_RULES
 from inference.drafter import DominoDrafter
-from inference.sampling import SamplingParams
-from inference.target import TargetModel
+from inference.targets.adapter import TargetModel
 
 Prompt = str | list[dict[str, str]] | list[int] | torch.Tensor
 
@@ -53,16 +56,22 @@ def _tree(method: str) -> Callable[..., Decoder]:
     return build
 
 
-DECODING_METHODS: dict[str, Callable[..., Decoder]] = {
-    "ar": _ar,
-    "dflash": _chain(False),
-    "domino": _chain(True),
-    "ddtree": _tree("ddtree"),
-    "dominotree": _tree("dominotree"),
-}
-# Acceptance rules per method family: chains verify drafts one position at a time, trees walk a tree.
-METHOD_VERIFY_RULES = {
-    m: TREE_VERIFY_RULES if m in ("ddtree", "dominotree") else VERIFY_RULES for m in DECODING_METHODS
+@dataclass(frozen=True)
+class MethodSpec:
+    """One decoding method as the API and `domino-decode` see it."""
+
+    family: str  # "ar", "chain" or "tree": which decoder runs it (and which `verify` key the CLI reads)
+    verify_rules: tuple[str, ...]  # accepted `verify` values: chains verify position by position, trees walk
+    baseline: bool  # reads only the backbone's base logits, so it may draft with `baseline_drafter_path`
+    build: Callable[..., Decoder]  # (target, drafter, verify, options, **common) -> the decoder
+
+
+DECODING_METHODS: dict[str, MethodSpec] = {
+    "ar": MethodSpec("ar", VERIFY_RULES, baseline=False, build=_ar),
+    "dflash": MethodSpec("chain", VERIFY_RULES, baseline=True, build=_chain(False)),
+    "domino": MethodSpec("chain", VERIFY_RULES, baseline=False, build=_chain(True)),
+    "ddtree": MethodSpec("tree", TREE_VERIFY_RULES, baseline=True, build=_tree("ddtree")),
+    "dominotree": MethodSpec("tree", TREE_VERIFY_RULES, baseline=False, build=_tree("dominotree")),
 }
 
 
@@ -86,14 +95,14 @@ def build_decoder(
     """
     if method not in DECODING_METHODS:
         raise ValueError(f"unknown decoding method {method!r}; choose from {', '.join(DECODING_METHODS)}")
-    rules = METHOD_VERIFY_RULES[method]
-    if verify not in rules:
-        raise ValueError(f"unknown verify rule {verify!r} for {method}; choose one of {', '.join(rules)}")
-    return DECODING_METHODS[method](
+    spec = DECODING_METHODS[method]
+    if verify not in spec.verify_rules:
+        raise ValueError(f"unknown verify rule {verify!r} for {method}; choose one of {', '.join(spec.verify_rules)}")
+    return spec.build(
         target,
         drafter,
         verify,
-        {**(tree or {}), "cuda_graph": cuda_graph} if method in TREE_METHODS else {"cuda_graph": cuda_graph},
+        {**(tree or {}), "cuda_graph": cuda_graph} if spec.family == "tree" else {"cuda_graph": cuda_graph},
         sampling=sampling,
         stop_token_ids=stop_token_ids,
         max_context=max_context,

@@ -10,8 +10,8 @@ from __future__ import annotations
 import torch
 
 from inference.decoding.generation import Decoder, Generation
+from inference.decoding.sampling import sample
 from inference.decoding.stats import GenerationStats
-from inference.sampling import sample
 
 
 class ARDecoder(Decoder):

@@ -15,9 +15,9 @@ from dataclasses import dataclass
 
 import torch
 
+from inference.decoding.sampling import SamplingParams
 from inference.decoding.stats import GenerationStats, StageClock
-from inference.sampling import SamplingParams
-from inference.target import TargetModel
+from inference.targets.adapter import TargetModel
 
 
 class PromptTooLongError(ValueError):

@@ -22,11 +22,11 @@ import torch
 from transformers import DynamicCache
 
 from inference.decoding.generation import Decoder, Generation, take_until_stop
+from inference.decoding.sampling import SamplingParams, sample
 from inference.decoding.stats import GenerationStats
-from inference.draft_cache import DraftKVCache
 from inference.drafter import DominoDrafter
-from inference.sampling import SamplingParams, sample
-from inference.target import TargetModel
+from inference.drafter.draft_cache import DraftKVCache
+from inference.targets.adapter import TargetModel
 
 
 @dataclass
@@ -35,7 +35,7 @@ class DecodeState:
     draft_cache: DraftKVCache
     root: torch.Tensor  # [1] long: the last committed token, in neither cache yet
     length: int  # positions in both caches (= the root's position)
-    budget: int  # tokens that may still be emitted
+    tokens_left: int  # tokens that may still be emitted (not the tree's node budget)
     generator: torch.Generator | None
     stats: GenerationStats  # methods may record a finer split of their draft stage here
 
@@ -73,7 +73,7 @@ class SpeculativeDecoder(Decoder):
 
     @abstractmethod
     def draft(self, state: DecodeState) -> Any:
-        """Propose tokens after `state.root` (at most `state.budget - 1` of them can be used)."""
+        """Propose tokens after `state.root` (at most `state.tokens_left - 1` of them can be used)."""
 
     @abstractmethod
     def verify(self, state: DecodeState, draft: Any) -> Verdict:
@@ -85,7 +85,7 @@ class SpeculativeDecoder(Decoder):
     ) -> Generation:
         ids = self.prompt_tensor(prompt_ids)
         prompt_len = ids.shape[1]
-        budget = self.token_budget(prompt_len, max_new_tokens)
+        max_tokens = self.token_budget(prompt_len, max_new_tokens)
         clock, stats = self.clock, GenerationStats(prompt_tokens=prompt_len)
         start = clock.now()
         target_cache = self.target.new_cache()
@@ -93,13 +93,13 @@ class SpeculativeDecoder(Decoder):
         root = sample(out.logits[:, -1], self.sampling, generator)
         tokens = [root.item()]
         reason = "stop" if tokens[0] in self.stop_token_ids else "length"
-        if reason == "stop" or budget == 1:
+        if reason == "stop" or max_tokens == 1:
             stats.prefill_s = clock.now() - start
             stats.output_tokens = 1
             return Generation(tokens=tokens, finish_reason=reason, stats=stats)
-        draft_cache = self.drafter.new_cache(1, capacity=prompt_len + budget + self.drafter.config.block_size)
+        draft_cache = self.drafter.new_cache(1, capacity=prompt_len + max_tokens + self.drafter.config.block_size)
         self.drafter.append_context(draft_cache, out.features)
-        state = DecodeState(target_cache, draft_cache, root, prompt_len, budget - 1, generator, stats)
+        state = DecodeState(target_cache, draft_cache, root, prompt_len, max_tokens - 1, generator, stats)
         first = clock.now()
         stats.prefill_s = first - start
         finished = False
@@ -126,11 +126,11 @@ class SpeculativeDecoder(Decoder):
 
         Returns (finished, stopped by a stop token). A finished generation leaves the caches as they are.
         """
-        emit, stopped = take_until_stop(verdict.tokens, self.stop_token_ids, state.budget)
+        emit, stopped = take_until_stop(verdict.tokens, self.stop_token_ids, state.tokens_left)
         tokens.extend(emit)
         stats.accept_lengths.append(len(emit))
-        state.budget -= len(emit)
-        if stopped or state.budget == 0:
+        state.tokens_left -= len(emit)
+        if stopped or state.tokens_left == 0:
             return True, stopped
         kept = len(verdict.tokens)  # root + accepted drafts; the bonus becomes the next root
         if verdict.keep is None:

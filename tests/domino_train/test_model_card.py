@@ -4,10 +4,10 @@ import json
 
 import pytest
 
-from domino_train.export import main as export_main
+from domino_train.cli.export import main as export_main
 from domino_train.model_card import read_decode_results, write_model_card
 from inference import DrafterConfig
-from inference.tiny import tiny_target
+from inference.targets.tiny import tiny_target
 
 MANIFEST = {
     "sets": [{"path": "/data/sg-distill/tokenized", "manifest": {"counts": {"rows": 10, "tokens": 900}}}],

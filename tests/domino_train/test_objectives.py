@@ -7,6 +7,7 @@ import torch.nn.functional as F
 from domino_train.objectives import (
     acceptance_stats,
     block_targets,
+    domino_loss,
     lambda_at,
     restrict_to_draft_vocab,
     sample_anchors,
@@ -82,6 +83,19 @@ def test_weighted_ce_is_sum_w_ce_over_sum_w():
     ce = F.cross_entropy(logits.view(-1, 50), t.labels.view(-1), reduction="none")
     expected = (ce * t.weights.view(-1)).sum() / t.weights.sum()
     torch.testing.assert_close(weighted_ce(logits, t), expected)
+
+
+def test_domino_loss_mixes_base_and_final_ce_by_lambda():
+    ids = torch.arange(100, 112).unsqueeze(0)
+    t = block_targets(ids, torch.ones(1, 12, dtype=torch.long), torch.tensor([[2, 6]]), num_draft=3, gamma=7.0)
+    base = torch.randn(1, 2, 3, 120, generator=torch.Generator().manual_seed(0))
+    final = base + torch.randn(base.shape, generator=torch.Generator().manual_seed(1))
+    loss, ce_base, ce_final = domino_loss(base, final, t, 0.25)
+    torch.testing.assert_close(ce_base, weighted_ce(base, t))
+    torch.testing.assert_close(ce_final, weighted_ce(final, t))
+    torch.testing.assert_close(loss, 0.25 * ce_base + 0.75 * ce_final)
+    no_head = domino_loss(base, None, t, 0.25)  # a DFlash drafter trains on CE(base) alone
+    assert all(torch.equal(x, ce_base) for x in no_head)
 
 
 def test_acceptance_stats():

@@ -10,8 +10,8 @@ from types import SimpleNamespace
 
 import pytest
 
+from domino_train.cli.report import main
 from domino_train.report import wandb_api
-from domino_train.report.cli import main
 from domino_train.report.local_runs import load_run
 from domino_train.report.plots import x_values
 from domino_train.report.wandb_file import merge, offline_run_files, read_wandb_file

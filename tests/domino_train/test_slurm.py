@@ -25,10 +25,10 @@ from lightning.pytorch import Trainer
 
 import fake_slurm
 from domino_train import CONF_DIR
-from domino_train.report.cli import main as report_main
+from domino_train.cli.report import main as report_main
+from domino_train.cli.train import main as train_main
 from domino_train.report.wandb_file import merge, offline_run_files, read_wandb_file
 from domino_train.train import build
-from domino_train.train import main as train_main
 
 REPO = Path(__file__).resolve().parents[2]
 SLURM_ENV = {

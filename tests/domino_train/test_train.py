@@ -6,8 +6,8 @@ import pytest
 import torch
 from lightning.pytorch.callbacks import Callback
 
+from domino_train.cli.export import main as export_main
 from domino_train.export import export_checkpoint
-from domino_train.export import main as export_main
 from domino_train.resume import resolve_ckpt_path
 from domino_train.train import build, train
 from inference import DominoDrafter, DrafterCheckpointError, tiny_target

@@ -13,7 +13,7 @@ import torch
 import torch.nn.functional as F
 
 from inference import DominoDrafter
-from inference.sampling import SamplingParams, probabilities
+from inference.decoding.sampling import SamplingParams, probabilities
 
 
 def _with_block_size(drafter: DominoDrafter, target, block_size: int) -> DominoDrafter:

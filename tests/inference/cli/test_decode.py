@@ -93,7 +93,7 @@ def test_every_preset_composes_with_valid_choices(preset):
     with initialize_config_dir(config_dir=CONF, version_base="1.3"):
         cfg = compose("decode", overrides=[f"preset={preset}"])
     from inference.decoding.api import DECODING_METHODS
-    from inference.decoding.benchmarks import BENCHMARKS
+    from inference.eval.prompt_sets import BENCHMARKS
 
     assert set(cfg.methods) <= set(DECODING_METHODS) and cfg.target.spec == "smollm2"
     assert all(spec.split(":")[0].replace("_", "-") in BENCHMARKS for spec in cfg.bench)

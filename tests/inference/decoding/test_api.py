@@ -2,7 +2,8 @@ import pytest
 import torch
 
 from inference import generate
-from inference.decoding import DECODING_METHODS, build_decoder
+from inference.decoding import DECODING_METHODS, VERIFY_RULES, build_decoder
+from inference.decoding.tree import TREE_VERIFY_RULES
 
 
 def test_generate_from_a_chat_prompt(qwen_target, trained_drafter):
@@ -46,3 +47,11 @@ def test_bad_requests(qwen_target, make_drafter):
         build_decoder("dflash", qwen_target, make_drafter(qwen_target).to(torch.float64))
     with pytest.raises(ValueError, match="max_new_tokens"):
         build_decoder("ar", qwen_target).generate([1, 2], 0)
+
+
+def test_the_method_table_names_each_methods_family_rules_and_baselines():
+    families = {m: spec.family for m, spec in DECODING_METHODS.items()}
+    assert families == {"ar": "ar", "dflash": "chain", "domino": "chain", "ddtree": "tree", "dominotree": "tree"}
+    assert {m for m, spec in DECODING_METHODS.items() if spec.baseline} == {"dflash", "ddtree"}
+    for spec in DECODING_METHODS.values():
+        assert spec.verify_rules == (TREE_VERIFY_RULES if spec.family == "tree" else VERIFY_RULES)

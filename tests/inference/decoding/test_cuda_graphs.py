@@ -3,11 +3,11 @@
 import pytest
 import torch
 
-from inference.decoding.chain import draft_chain
-from inference.decoding.chain_rollout import GreedyChainRollout
+from inference.decoding.chain.decoder import draft_chain
+from inference.decoding.chain.rollout import GreedyChainRollout
 from inference.decoding.cuda_graph import use_cuda_graphs
-from inference.decoding.tree_build import best_first, build_dominotree_reference
-from inference.decoding.tree_expander import FastDominoExpander
+from inference.decoding.tree.build import best_first, build_dominotree_reference
+from inference.decoding.tree.expander import FastDominoExpander
 
 
 def _block(drafter, target, seed, device="cpu"):

@@ -4,7 +4,7 @@ law of the first three tokens, computed by enumerating the target's top-k suppor
 import pytest
 
 from inference.decoding import build_decoder
-from inference.sampling import SamplingParams
+from inference.decoding.sampling import SamplingParams
 
 CASES = [
     ("domino", "match", SamplingParams(temperature=1.0, top_k=2)),

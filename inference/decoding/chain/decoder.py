@@ -1,0 +1,118 @@
+"""Chain decoding: `dflash` (base logits only) and `domino` (base logits + the GRU correction).
+
+One round (DESIGN.md section 1): a single backbone forward over `[root, MASK x (B-1)]` against the
+draft cache (context K/V were projected once, when their tokens were committed; the block's own K/V
+live only inside the forward); the lm_head once over the D draft positions; then the chain:
+draft token j (1-based) comes from the base logits when j <= `pure_draft_prefix_len`, else from
+base_j + correction(H_j, S_{j-1}), where S_{j-1} is the GRU state after consuming the root and draft
+tokens 1..j-1. Only the GRU step and the rank-r correction are sequential, and they stay on the
+device: the round's single host read is in verification. The target then verifies `[root, d_1..d_D]`
+in one forward (`inference.decoding.chain.verify`).
+"""
+
+from __future__ import annotations
+
+from collections.abc import Callable, Iterable
+
+import torch
+
+from inference.decoding.chain.rollout import GreedyChainRollout
+from inference.decoding.chain.verify import ChainDraft, make_verifier
+from inference.decoding.cuda_graph import use_cuda_graphs
+from inference.decoding.sampling import SamplingParams, probabilities, sample_from
+from inference.decoding.speculative import DecodeState, SpeculativeDecoder, Verdict
+from inference.drafter import DominoDrafter
+from inference.drafter.draft_cache import DraftKVCache
+from inference.targets.adapter import TargetModel
+
+# logits [n, V] -> (tokens [n], the distributions they were drawn from [n, V] or None when chosen by argmax)
+TokenPicker = Callable[[torch.Tensor], tuple[torch.Tensor, torch.Tensor | None]]
+
+
+def greedy_picker(logits: torch.Tensor) -> tuple[torch.Tensor, None]:
+    return logits.argmax(-1), None
+
+
+def sampling_picker(params: SamplingParams, generator: torch.Generator | None) -> TokenPicker:
+    def pick(logits: torch.Tensor) -> tuple[torch.Tensor, torch.Tensor]:
+        q = probabilities(logits, params)
+        return sample_from(q, generator), q
+
+    return pick
+
+
+def draft_chain(
+    drafter: DominoDrafter,
+    cache: DraftKVCache,
+    root: torch.Tensor,
+    num_tokens: int,
+    use_head: bool,
+    pick: TokenPicker = greedy_picker,
+) -> ChainDraft:
+    """Draft `num_tokens` (<= `config.num_draft_tokens`) tokens after `root` [1]; `use_head=False` = DFlash."""
+    hidden = drafter.draft_block(cache, root)
+    h = drafter.draft_hidden_slice(hidden)[0, :num_tokens]  # [n, H]
+    base = drafter.lm_head(h)  # [n, V], or [n, N] over the draft vocabulary
+    head = drafter.head
+    if not use_head or head is None:
+        tokens, probs = pick(base)
+        return ChainDraft(drafter.to_target_ids(tokens), None if probs is None else drafter.full_vocab_probs(probs))
+    prefix = min(drafter.config.pure_draft_prefix_len, num_tokens)
+    tokens, probs = [], []
+    if prefix:
+        t, q = pick(base[:prefix])
+        tokens.append(drafter.to_target_ids(t))
+        probs.append(q)
+    # GRU steps from the input projection and the raw cell (not the nn.GRU module): same math, less overhead.
+    state = head.init_state(1, h.device, h.dtype)
+    for gi in head.input_projection(drafter.embed(torch.cat([root, *tokens])).to(h.dtype)):  # root + prefix
+        state = head.step_projected(gi.unsqueeze(0), state)
+    for j in range(prefix, num_tokens):
+        t, q = pick(base[j : j + 1] + head.correction(h[j : j + 1], state))
+        t = drafter.to_target_ids(t)
+        tokens.append(t)
+        probs.append(q)
+        if j + 1 < num_tokens:
+            state = head.step_projected(head.input_projection(drafter.embed(t).to(h.dtype)), state)
+    return ChainDraft(torch.cat(tokens), None if probs[0] is None else drafter.full_vocab_probs(torch.cat(probs)))
+
+
+class ChainDecoder(SpeculativeDecoder):
+    """`dflash` (`use_head=False`, also valid for a Domino drafter: the head is ignored) or `domino`."""
+
+    def __init__(
+        self,
+        target: TargetModel,
+        drafter: DominoDrafter,
+        use_head: bool,
+        sampling: SamplingParams | None = None,
+        verify: str = "match",
+        stop_token_ids: Iterable[int] | None = None,
+        max_context: int | None = None,
+        sync_stages: bool = True,
+        cuda_graph: str = "auto",
+    ) -> None:
+        if use_head and drafter.head is None:
+            raise ValueError("method 'domino' needs a drafter with a Domino head; this is a plain DFlash drafter")
+        super().__init__(target, drafter, sampling, stop_token_ids, max_context, sync_stages)
+        self.use_head = use_head
+        self.name = "domino" if use_head else "dflash"
+        self.verifier = make_verifier(verify, self.sampling)
+        # Greedy Domino drafts on CUDA: the per-block rollout replays as one CUDA graph.
+        graphed = use_head and not self.verifier.sampled_drafts and use_cuda_graphs(cuda_graph, target.device)
+        self.rollout = GreedyChainRollout(drafter, cuda_graph=True) if graphed else None
+
+    def draft(self, state: DecodeState) -> ChainDraft:
+        n = min(self.drafter.config.num_draft_tokens, state.tokens_left - 1)  # more could never be emitted
+        if n <= 0:
+            return ChainDraft(state.root.new_empty(0))
+        if self.rollout is not None:
+            hidden = self.drafter.draft_hidden_slice(self.drafter.draft_block(state.draft_cache, state.root))[0]
+            return ChainDraft(self.rollout(hidden, self.drafter.lm_head(hidden), state.root)[:n])
+        pick = sampling_picker(self.sampling, state.generator) if self.verifier.sampled_drafts else greedy_picker
+        return draft_chain(self.drafter, state.draft_cache, state.root, n, self.use_head, pick)
+
+    def verify(self, state: DecodeState, draft: ChainDraft) -> Verdict:
+        block = torch.cat([state.root, draft.tokens]).unsqueeze(0)
+        out = self.target(block, cache=state.target_cache, layer_ids=self.layer_ids)
+        return Verdict(tokens=self.verifier(draft, out.logits[0], state.generator), features=out.features)

@@ -1,0 +1,93 @@
+"""Tree decoding: `ddtree` (marginal best-first tree) and `dominotree` (path-conditional best-first tree).
+
+One round: the backbone drafts the block once; a best-first tree of `budget` nodes is built from its
+draft positions (`build.py`, `expander.py`); the target verifies `[root, nodes]` in one forward with
+position ids `start + depth` and a 4-D mask in which every node sees the cached prefix and its ancestors;
+the walk from the root follows the target's choice at each node; the accepted path and the target's
+bonus token are committed, and `SpeculativeDecoder.commit` gathers the path's KV entries and features to
+the front (`Verdict.keep`).
+
+Acceptance rules: `verify.py` (`match`, `residual`).
+"""
+
+from __future__ import annotations
+
+from collections.abc import Iterable
+
+import torch
+
+from inference.decoding.cuda_graph import use_cuda_graphs
+from inference.decoding.sampling import SamplingParams
+from inference.decoding.speculative import DecodeState, SpeculativeDecoder, Verdict
+from inference.decoding.tree.build import best_first, build_ddtree
+from inference.decoding.tree.draft_tree import DraftTree, tree_attention_mask
+from inference.decoding.tree.expander import FastDominoExpander
+from inference.decoding.tree.verify import TREE_VERIFY_RULES, walk_match, walk_residual
+from inference.drafter import DominoDrafter
+from inference.targets.adapter import TargetModel
+
+TREE_METHODS = ("ddtree", "dominotree")
+
+
+class TreeDecoder(SpeculativeDecoder):
+    def __init__(
+        self,
+        target: TargetModel,
+        drafter: DominoDrafter,
+        method: str,
+        budget: int = 16,
+        top_m: int = 64,
+        node_topk: int = 8,
+        cuda_graph: str = "auto",
+        sampling: SamplingParams | None = None,
+        verify: str = "match",
+        stop_token_ids: Iterable[int] | None = None,
+        max_context: int | None = None,
+        sync_stages: bool = True,
+    ) -> None:
+        if method not in TREE_METHODS:
+            raise ValueError(f"unknown tree method {method!r}; choose one of {TREE_METHODS}")
+        if verify not in TREE_VERIFY_RULES:
+            raise ValueError(f"tree methods verify with {TREE_VERIFY_RULES}, not {verify!r}")
+        if method == "dominotree" and drafter.head is None:
+            raise ValueError("method 'dominotree' needs a drafter with a Domino head; this is a plain DFlash drafter")
+        if budget < 1:
+            raise ValueError(f"budget must be >= 1 node, got {budget}")
+        super().__init__(target, drafter, sampling, stop_token_ids, max_context, sync_stages)
+        self.name, self.node_budget, self.verify_rule = method, budget, verify
+        self.expander = None
+        if method == "dominotree":
+            graphs = use_cuda_graphs(cuda_graph, target.device)
+            self.expander = FastDominoExpander(drafter, top_m, node_topk, budget, graphs)
+
+    def draft(self, state: DecodeState) -> DraftTree:
+        depth = min(self.drafter.config.num_draft_tokens, state.tokens_left - 1)  # deeper could never be emitted
+        if depth <= 0:
+            return DraftTree()
+        t0 = self.clock.now()
+        hidden = self.drafter.draft_hidden_slice(self.drafter.draft_block(state.draft_cache, state.root))[0]
+        base = self.drafter.lm_head(hidden)
+        t1 = self.clock.now()
+        if self.expander is None:
+            token_map = self.drafter.draft_to_target() if self.drafter.has_draft_vocab else None
+            tree = build_ddtree(base, self.node_budget, depth, token_map)
+        else:
+            tree = best_first(self.expander.prepare(hidden, base, state.root), self.node_budget, depth)
+        parts = state.stats.draft_parts_s
+        parts["backbone"] = parts.get("backbone", 0.0) + t1 - t0
+        parts["build"] = parts.get("build", 0.0) + self.clock.now() - t1
+        return tree
+
+    def verify(self, state: DecodeState, tree: DraftTree) -> Verdict:
+        device = state.root.device
+        window = torch.cat([state.root, torch.tensor(tree.tokens, dtype=torch.long, device=device)]).unsqueeze(0)
+        positions = (state.length + torch.tensor(tree.window_depths(), device=device)).unsqueeze(0)
+        mask = tree_attention_mask(state.length, tree.visibility(device), self.target.dtype, device)
+        out = self.target(
+            window, cache=state.target_cache, position_ids=positions, attention_mask=mask, layer_ids=self.layer_ids
+        )
+        walk = walk_match if self.verify_rule == "match" else walk_residual
+        path, bonus = walk(tree, out.logits[0], self.sampling, state.generator)
+        tokens = [tree.tokens[i - 1] for i in path] + [bonus]
+        keep = torch.tensor([0, *path], dtype=torch.long, device=device)
+        return Verdict(tokens=tokens, features=out.features, keep=keep)

@@ -1,0 +1,196 @@
+"""Drafter checkpoints: the HF-style folder the public `*-DFlash-b16` / `*-Domino-b16` drafters use.
+
+`config.json` (see `DrafterConfig.to_hf_dict`) + `model.safetensors` with flat key names
+(`layers.{i}...`, `fc.weight`, `hidden_norm.weight`, `norm.weight`, and for Domino
+`prefix_gru.weight_{ih,hh}_l0`, `embed_proj.{0,2}.weight`); no embedding, no lm_head. A drafter with a
+draft vocabulary also carries EAGLE-3's `d2t` (int64) and `t2d` (bool), kept in their own dtypes.
+
+Loading is strict on purpose: serving stacks skip unknown weights silently, and a drafter that lost its
+head serves tau ~ 1. Every problem (missing / unexpected key, shape, dtype, projector type, mismatch with
+the target) is collected and raised as one `DrafterCheckpointError` naming them all.
+"""
+
+from __future__ import annotations
+
+import json
+import os
+import tempfile
+from pathlib import Path
+from typing import Any
+
+import torch
+from safetensors import safe_open
+from safetensors.torch import save_file
+
+from inference.drafter.config import DrafterConfig
+
+CONFIG_NAME = "config.json"
+WEIGHTS_NAME = "model.safetensors"
+_SUBMODULE_PREFIXES = ("backbone.", "head.")
+_VOCAB_MAP_DTYPES = {"d2t": "int64", "t2d": "bool"}  # the draft vocabulary's buffers: never cast
+_ALLOWED_DTYPES = {"bfloat16": torch.bfloat16, "float16": torch.float16, "float32": torch.float32}
+
+
+class DrafterCheckpointError(ValueError):
+    """A drafter folder that cannot be used as is; the message lists every problem found."""
+
+
+def export_state_dict(drafter: torch.nn.Module) -> dict[str, torch.Tensor]:
+    """The drafter's weights under the public checkpoints' flat key names."""
+    out = {}
+    for name, tensor in drafter.state_dict().items():
+        if name in _VOCAB_MAP_DTYPES:
+            out[name] = tensor
+            continue
+        for prefix in _SUBMODULE_PREFIXES:
+            if name.startswith(prefix):
+                out[name[len(prefix) :]] = tensor
+                break
+        else:
+            raise AssertionError(f"unexpected drafter parameter {name!r}")
+    return out
+
+
+def save_checkpoint(drafter: torch.nn.Module, path: str | Path, dtype: torch.dtype = torch.bfloat16) -> Path:
+    """Write the folder atomically (a crash never leaves a half-written checkpoint behind)."""
+    if dtype not in _ALLOWED_DTYPES.values():
+        raise ValueError(f"dtype must be one of {sorted(_ALLOWED_DTYPES)}, got {dtype}")
+    path = Path(path)
+    path.mkdir(parents=True, exist_ok=True)
+    tensors = {
+        k: v.detach().to("cpu", v.dtype if k in _VOCAB_MAP_DTYPES else dtype).contiguous()
+        for k, v in export_state_dict(drafter).items()
+    }
+    config = drafter.config.to_hf_dict(dtype)
+    with tempfile.TemporaryDirectory(dir=path) as tmp:
+        save_file(tensors, os.path.join(tmp, WEIGHTS_NAME), metadata={"format": "pt"})
+        with open(os.path.join(tmp, CONFIG_NAME), "w") as f:
+            json.dump(config, f, indent=2)
+        for name in (WEIGHTS_NAME, CONFIG_NAME):
+            os.replace(os.path.join(tmp, name), path / name)
+    return path
+
+
+def read_config(path: str | Path) -> DrafterConfig:
+    """Parse `path/config.json` into a `DrafterConfig` (DrafterCheckpointError on any problem)."""
+    path = Path(path)
+    if not path.is_dir():
+        raise DrafterCheckpointError(f"{path}: no such drafter folder (expected a directory with {CONFIG_NAME})")
+    cfg_file = path / CONFIG_NAME
+    if not cfg_file.is_file():
+        raise DrafterCheckpointError(f"{path}: {CONFIG_NAME} is missing; is this a drafter export folder?")
+    try:
+        raw = json.loads(cfg_file.read_text())
+    except (json.JSONDecodeError, UnicodeDecodeError) as e:
+        raise DrafterCheckpointError(f"{cfg_file}: not valid JSON ({e})") from e
+    try:
+        return DrafterConfig.from_hf_dict(raw)
+    except (KeyError, TypeError, ValueError) as e:
+        detail = f"missing field {e}" if isinstance(e, KeyError) else str(e)
+        raise DrafterCheckpointError(f"{cfg_file}: {detail}") from e
+
+
+def target_mismatches(config: DrafterConfig, target_config: Any) -> list[str]:
+    """Every way the drafter does not fit a target (HF config); empty when it fits."""
+    problems = []
+    n_layers = target_config.num_hidden_layers
+    if config.hidden_size != target_config.hidden_size:
+        problems.append(f"hidden size {config.hidden_size} != target's {target_config.hidden_size}")
+    if config.vocab_size != target_config.vocab_size:
+        problems.append(f"vocab size {config.vocab_size} != target's {target_config.vocab_size}")
+    if config.num_target_layers != n_layers:
+        problems.append(f"num_target_layers {config.num_target_layers} != target's {n_layers} layers")
+    beyond = [i for i in config.target_layer_ids if i >= n_layers]
+    if beyond:
+        problems.append(f"target_layer_ids {beyond} are beyond the target's {n_layers} layers")
+    if not 0 <= config.mask_token_id < target_config.vocab_size:
+        problems.append(
+            f"mask_token_id {config.mask_token_id} is outside the target vocab [0, {target_config.vocab_size})"
+        )
+    return problems
+
+
+def _read_tensors(weights: Path) -> tuple[dict[str, torch.Tensor], dict[str, tuple[str, tuple[int, ...]]]]:
+    try:
+        with safe_open(str(weights), framework="pt") as f:
+            meta = {}
+            tensors = {}
+            for key in f.keys():  # noqa: SIM118 - safe_open has no __iter__
+                t = f.get_tensor(key)
+                tensors[key] = t
+                meta[key] = (str(t.dtype).removeprefix("torch."), tuple(t.shape))
+    except Exception as e:  # safetensors raises its own error types (and OSError) on corrupt files
+        raise DrafterCheckpointError(
+            f"{weights}: cannot read safetensors ({type(e).__name__}: {e}); the file is corrupt or "
+            "truncated: export it again or re-download it"
+        ) from e
+    return tensors, meta
+
+
+def load_checkpoint(
+    model: torch.nn.Module, path: str | Path, target_config: Any | None = None, dtype: torch.dtype | None = None
+) -> None:
+    """Validate `path`'s weights against `model` (built from `read_config(path)`, e.g. on meta) and load them.
+
+    `dtype=None` keeps the file's dtype. With `target_config`, also check the drafter fits that target.
+    """
+    path = Path(path)
+    config = model.config
+    problems = []
+    if target_config is not None:
+        problems += [f"does not match the target: {p}" for p in target_mismatches(config, target_config)]
+    weights = path / WEIGHTS_NAME
+    if not weights.is_file():
+        if (path / "pytorch_model.bin").is_file():
+            problems.append(
+                f"{WEIGHTS_NAME} is missing (pickled pytorch_model.bin is not loaded: convert it to safetensors)"
+            )
+        else:
+            problems.append(f"{WEIGHTS_NAME} is missing")
+        raise DrafterCheckpointError(f"{path}: " + "; ".join(problems))
+    tensors, meta = _read_tensors(weights)
+
+    expected = {k: tuple(v.shape) for k, v in export_state_dict(model).items()}
+    raw = json.loads((path / CONFIG_NAME).read_text())
+    declared = raw.get("torch_dtype") or raw.get("dtype")
+    if declared is not None and declared not in _ALLOWED_DTYPES:
+        problems.append(f"config dtype {declared!r} is not one of {sorted(_ALLOWED_DTYPES)}")
+    for key in sorted(set(expected) - set(meta)):
+        problems.append(f"missing key {key}")
+    for key in sorted(set(meta) - set(expected)):
+        hint = (
+            " (the drafter must not hold the target's embedding / lm_head)"
+            if "embed_tokens" in key or "lm_head" in key
+            else ""
+        )
+        problems.append(f"unexpected key {key}{hint}")
+    for key in sorted(set(meta) & set(expected)):
+        file_dtype, shape = meta[key]
+        if shape != expected[key]:
+            problems.append(f"{key}: shape {list(shape)} != expected {list(expected[key])}")
+        if key in _VOCAB_MAP_DTYPES:
+            if file_dtype != _VOCAB_MAP_DTYPES[key]:
+                problems.append(f"{key}: dtype {file_dtype} != {_VOCAB_MAP_DTYPES[key]} (the draft vocabulary map)")
+        elif declared in _ALLOWED_DTYPES and file_dtype != declared:
+            problems.append(f"{key}: dtype {file_dtype} != config's {declared}")
+        elif file_dtype not in _ALLOWED_DTYPES:
+            problems.append(f"{key}: dtype {file_dtype} is not a float dtype a drafter can use")
+    float_dtypes = {d for k, (d, _) in meta.items() if k not in _VOCAB_MAP_DTYPES}
+    if declared is None and len(float_dtypes) > 1:
+        problems.append(f"mixed dtypes {sorted(float_dtypes)} and no dtype in the config")
+    if problems:
+        raise DrafterCheckpointError(f"{path}: " + "; ".join(problems))
+
+    load_dtype = dtype or _ALLOWED_DTYPES[declared or next(iter(float_dtypes))]
+    names = set(model.state_dict())
+    prefixed = {}
+    for key, t in tensors.items():
+        if key in _VOCAB_MAP_DTYPES:
+            prefixed[key] = t
+            continue
+        full = next(p + key for p in _SUBMODULE_PREFIXES if p + key in names)
+        prefixed[full] = t.to(load_dtype)
+    model.load_state_dict(prefixed, strict=True, assign=True)
+    vocab_problems = model.draft_vocab_problems()
+    if vocab_problems:
+        raise DrafterCheckpointError(f"{path}: " + "; ".join(vocab_problems))

@@ -1,0 +1,90 @@
+"""The Domino head: a GRU over already-drafted tokens and a low-rank correction in logit space.
+
+`S_j` is the GRU state after consuming block tokens `0..j` (root first; input = frozen target token
+embeddings). Draft token `j` (1-based) gets `L_j = L_base_j + W2 . SiLU(W1 . [H_j ; S_{j-1}])` when
+`j > pure_draft_prefix_len`, and base logits otherwise. With a draft vocabulary W2 has N rows, one per
+draft id, like the base logits it corrects. Because the correction lives in logit space the
+backbone and the lm_head run once per block; only the GRU step and the rank-r update are sequential.
+
+Decoding needs the pieces separately: one GRU `step`, and the `correction` for a (hidden, state) pair,
+either over the full vocabulary or over a candidate id subset (DominoTree's top-M).
+"""
+
+from __future__ import annotations
+
+import torch
+import torch.nn.functional as F
+from torch import nn
+
+from inference.drafter.config import DrafterConfig
+
+
+class DominoHead(nn.Module):
+    def __init__(self, config: DrafterConfig) -> None:
+        super().__init__()
+        h, g, r = config.hidden_size, config.gru_hidden_dim, config.correction_rank
+        self.gru_hidden_dim = g
+        self.pure_draft_prefix_len = config.pure_draft_prefix_len
+        self.prefix_gru = nn.GRU(h, g, num_layers=1, bias=False, batch_first=True)
+        self.embed_proj = nn.Sequential(
+            nn.Linear(h + g, r, bias=False), nn.SiLU(), nn.Linear(r, config.output_vocab_size, bias=False)
+        )
+
+    def init_state(self, batch_size: int, device: torch.device | str, dtype: torch.dtype) -> torch.Tensor:
+        """The state before any token: zeros [batch, G]."""
+        return torch.zeros(batch_size, self.gru_hidden_dim, device=device, dtype=dtype)
+
+    def input_projection(self, token_embeds: torch.Tensor) -> torch.Tensor:
+        """W_ih . x for token embeddings [..., H] -> [..., 3G] (gates r, z, n); tabulable per token id."""
+        return F.linear(token_embeds, self.prefix_gru.weight_ih_l0)
+
+    def step_projected(self, gi: torch.Tensor, state: torch.Tensor) -> torch.Tensor:
+        """One GRU step from a precomputed input projection `gi` [..., 3G] and a state [..., G]."""
+        gh = F.linear(state, self.prefix_gru.weight_hh_l0)
+        i_r, i_z, i_n = gi.chunk(3, dim=-1)
+        h_r, h_z, h_n = gh.chunk(3, dim=-1)
+        r = torch.sigmoid(i_r + h_r)
+        z = torch.sigmoid(i_z + h_z)
+        n = torch.tanh(i_n + r * h_n)
+        return n + z * (state - n)
+
+    def step(self, token_embeds: torch.Tensor, state: torch.Tensor) -> torch.Tensor:
+        """One GRU step: the state after also consuming `token_embeds` [..., H] (decoding).
+
+        The cell's arithmetic written out (the same as `nn.GRU`'s up to rounding): cheaper per call than
+        the module, capturable in CUDA graphs, and shared by every decoder and tree builder.
+        """
+        return self.step_projected(self.input_projection(token_embeds), state)
+
+    def gru_step(self, token_embeds: torch.Tensor, state: torch.Tensor) -> torch.Tensor:
+        """`step` through the `nn.GRU` module (training): its forward hooks gather DeepSpeed ZeRO-3 shards,
+        which reading the raw weights would miss."""
+        lead = state.shape[:-1]
+        x = token_embeds.reshape(-1, 1, token_embeds.shape[-1])
+        _, h = self.prefix_gru(x, state.reshape(1, -1, state.shape[-1]).contiguous())
+        return h.view(*lead, -1)
+
+    def encode(self, token_embeds: torch.Tensor) -> torch.Tensor:
+        """All states of a teacher-forced sequence [n, L, H] -> [n, L, G]; index j = after tokens 0..j."""
+        states, _ = self.prefix_gru(token_embeds)
+        return states
+
+    def correction(
+        self, hidden: torch.Tensor, state: torch.Tensor, candidate_ids: torch.Tensor | None = None
+    ) -> torch.Tensor:
+        """dL for hidden [..., H] and state [..., G]: [..., V], or [..., M] on `candidate_ids` [..., M].
+
+        With candidates only their W2 rows are used (M x r instead of V x r work); `candidate_ids` of shape
+        [M] are shared by every leading index.
+        """
+        if candidate_ids is None:  # through the module: its forward hooks gather ZeRO-3 shards in training
+            return self.embed_proj[2](self.correction_features(hidden, state))
+        return self.correction_rows(hidden, state, self.embed_proj[2].weight[candidate_ids])
+
+    def correction_features(self, hidden: torch.Tensor, state: torch.Tensor) -> torch.Tensor:
+        """z = SiLU(W1 [H ; S]) [..., r]: the low-rank code the correction is read out of."""
+        return F.silu(self.embed_proj[0](torch.cat([hidden, state], dim=-1)))
+
+    def correction_rows(self, hidden: torch.Tensor, state: torch.Tensor, w2_rows: torch.Tensor) -> torch.Tensor:
+        """The correction on pre-gathered W2 rows [..., M, r] (e.g. once per round for a tree) -> [..., M]."""
+        return torch.matmul(w2_rows, self.correction_features(hidden, state).unsqueeze(-1)).squeeze(-1)

@@ -1,0 +1,302 @@
+"""`DominoDrafter`: the one definition of the drafter, used by training, export and decoding.
+
+It is a `DFlashBackbone` plus an optional `DominoHead` (None = plain DFlash). It owns no embedding and no
+lm_head: `bind_target` hands it the target's (frozen) modules, which are referenced, never copied and
+never registered, so they stay out of `parameters()`, `state_dict()` and every checkpoint.
+
+Draft vocabulary (`config.draft_vocab_size = N`, FR-Spec / EAGLE-3): the drafter's logits cover N target
+ids only, the rows of the target's lm_head for those ids. The subset is stored as EAGLE-3 stores it, in
+two buffers that travel with the weights: `d2t` [N] int64 offsets (`target id = draft id + d2t[draft id]`)
+and `t2d` [V] bool (whether a target id is in the subset). Everything outside the logits stays in target
+ids (block tokens, GRU inputs, what decoding emits): `to_target_ids` maps a draft id back, and
+`full_vocab_probs` embeds a draft distribution in the full vocabulary (zeros outside the subset), which
+is what keeps every verification rule exact.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+from pathlib import Path
+
+import torch
+from torch import nn
+
+from inference.drafter.backbone import DFlashBackbone
+from inference.drafter.block_mask import anchor_block_mask, anchor_flex_block_mask
+from inference.drafter.checkpoint import load_checkpoint, read_config, save_checkpoint
+from inference.drafter.config import DrafterConfig
+from inference.drafter.draft_cache import DraftKVCache
+from inference.drafter.head import DominoHead
+from inference.targets.adapter import TargetModel
+
+
+@dataclass
+class BlockLogits:
+    """Logits of the draft tokens of many blocks: [..., D, V] with D = `config.num_draft_tokens`."""
+
+    base: torch.Tensor
+    final: torch.Tensor  # == base for a drafter without head
+
+
+class DominoDrafter(nn.Module):
+    def __init__(self, config: DrafterConfig) -> None:
+        super().__init__()
+        self.config = config
+        self.backbone = DFlashBackbone(config)
+        self.head = DominoHead(config) if config.has_head else None
+        self._target_io: tuple[nn.Module, nn.Module] | None = None
+        self._maps: tuple[tuple, torch.Tensor, torch.Tensor] | None = None  # key, draft -> target, inverse
+        self._draft_rows: tuple[tuple, torch.Tensor, torch.Tensor | None] | None = None
+        if config.draft_vocab_size is not None:
+            n, v = config.draft_vocab_size, config.vocab_size
+            self.register_buffer("d2t", torch.full((n,), v - n, dtype=torch.long))
+            self.register_buffer("t2d", torch.zeros(v, dtype=torch.bool))
+            self.t2d[v - n :] = True  # a valid placeholder (the last N ids) until `set_draft_vocab`
+
+    # --------------------------------------------------------------------------- the draft vocabulary
+    @property
+    def has_draft_vocab(self) -> bool:
+        return self.config.draft_vocab_size is not None
+
+    @torch.no_grad()
+    def set_draft_vocab(self, target_ids: torch.Tensor) -> None:
+        """Use the N target ids `target_ids` (any order, distinct) as the draft vocabulary (sorted ascending)."""
+        if not self.has_draft_vocab:
+            raise ValueError("this drafter predicts over the full vocabulary (draft_vocab_size is null)")
+        ids = torch.as_tensor(target_ids, dtype=torch.long).flatten().unique()  # sorted
+        n, v = self.config.draft_vocab_size, self.config.vocab_size
+        if ids.numel() != n or len(target_ids) != n:
+            raise ValueError(f"the draft vocabulary needs {n} distinct ids, got {ids.numel()} of {len(target_ids)}")
+        if ids[0] < 0 or ids[-1] >= v:
+            raise ValueError(f"draft vocabulary ids must lie in [0, {v})")
+        self.d2t.copy_(ids - torch.arange(n))
+        self.t2d.zero_()
+        self.t2d[ids] = True
+
+    def draft_vocab_problems(self) -> list[str]:
+        """Why `d2t` / `t2d` are not one consistent subset of the target vocabulary (empty when they are)."""
+        if not self.has_draft_vocab:
+            return []
+        n, v = self.config.draft_vocab_size, self.config.vocab_size
+        ids = torch.arange(n, device=self.d2t.device) + self.d2t.long()
+        problems = []
+        if ids.min() < 0 or ids.max() >= v:
+            problems.append(f"d2t maps draft ids outside the target vocabulary [0, {v})")
+        elif ids.unique().numel() != n:
+            problems.append("d2t maps two draft ids to the same target id")
+        elif int(self.t2d.sum()) != n or not bool(self.t2d[ids].all()):
+            problems.append("t2d does not mark exactly the target ids that d2t maps to")
+        return problems
+
+    def _vocab_key(self) -> tuple:
+        """Identifies the current `d2t` (replaced by a load, or written by `set_draft_vocab`)."""
+        return (self.d2t.data_ptr(), self.d2t.device, self.d2t._version)
+
+    def _vocab_maps(self) -> tuple[torch.Tensor, torch.Tensor]:
+        """(target id of every draft id [N], draft id of every target id [V] (0 outside)), derived from
+        `d2t` once per subset and reused by every round and training step."""
+        key = self._vocab_key()
+        if self._maps is None or self._maps[0] != key:
+            n, device = self.config.draft_vocab_size, self.d2t.device
+            target_ids = torch.arange(n, device=device) + self.d2t
+            inverse = torch.zeros(self.config.vocab_size, dtype=torch.long, device=device)
+            inverse[target_ids] = torch.arange(n, device=device)
+            self._maps = (key, target_ids, inverse)
+        return self._maps[1], self._maps[2]
+
+    def draft_to_target(self) -> torch.Tensor:
+        """The target id of every draft id [N] (int64; shared, do not modify)."""
+        return self._vocab_maps()[0]
+
+    def to_target_ids(self, ids: torch.Tensor) -> torch.Tensor:
+        """Ids picked from the drafter's logits -> target ids (the identity without a draft vocabulary)."""
+        return ids + self.d2t[ids] if self.has_draft_vocab else ids
+
+    def to_draft_ids(self, target_ids: torch.Tensor) -> tuple[torch.Tensor, torch.Tensor]:
+        """Target ids -> (draft ids, whether each is in the subset); ids outside it map to 0."""
+        if not self.has_draft_vocab:
+            return target_ids, torch.ones_like(target_ids, dtype=torch.bool)
+        inside = self.t2d[target_ids]
+        return torch.where(inside, self._vocab_maps()[1][target_ids], 0), inside
+
+    def full_vocab_probs(self, probs: torch.Tensor) -> torch.Tensor:
+        """A distribution over draft ids [..., N] as one over the target vocabulary [..., V] (0 outside)."""
+        if not self.has_draft_vocab:
+            return probs
+        out = probs.new_zeros(*probs.shape[:-1], self.config.vocab_size)
+        return out.index_copy_(-1, self.draft_to_target(), probs)
+
+    def _lm_rows(self, lm_head: nn.Module) -> tuple[torch.Tensor, torch.Tensor | None]:
+        """The lm_head rows (and bias) of the draft ids, gathered once per (weights, subset, device)."""
+        weight, bias = lm_head.weight, getattr(lm_head, "bias", None)
+        key = (weight.data_ptr(), weight.device, weight.dtype, self._vocab_key())
+        if self._draft_rows is None or self._draft_rows[0] != key:
+            ids = self.draft_to_target().to(weight.device)
+            rows = weight.detach()[ids]
+            self._draft_rows = (key, rows, None if bias is None else bias.detach()[ids])
+        return self._draft_rows[1], self._draft_rows[2]
+
+    # --------------------------------------------------------------------------- the target's modules
+    def bind_target(self, embed_tokens: nn.Module, lm_head: nn.Module) -> DominoDrafter:
+        """Use the target's token embedding and lm_head (held by reference, kept out of state_dict)."""
+        weight = getattr(embed_tokens, "weight", None)
+        if weight is not None and weight.shape != (self.config.vocab_size, self.config.hidden_size):
+            raise ValueError(
+                f"target embedding is {tuple(weight.shape)}, the drafter expects "
+                f"({self.config.vocab_size}, {self.config.hidden_size}): this drafter belongs to another target"
+            )
+        self._target_io = (embed_tokens, lm_head)
+        return self
+
+    def _io(self) -> tuple[nn.Module, nn.Module]:
+        if self._target_io is None:
+            raise RuntimeError("the drafter has no target embedding / lm_head: call drafter.bind_target(...) first")
+        return self._target_io
+
+    def embed(self, token_ids: torch.Tensor) -> torch.Tensor:
+        return self._io()[0](token_ids)
+
+    def lm_head(self, hidden: torch.Tensor) -> torch.Tensor:
+        """The target's lm_head on [..., H] -> [..., N or V], applied to a 2-D view: a strided slice of block
+        hidden states would otherwise take PyTorch's batched-matmul path, about 5x slower on a CPU.
+
+        With a draft vocabulary only the N rows of the draft ids are used (N x H instead of V x H work)."""
+        flat = hidden.reshape(-1, hidden.shape[-1])
+        lm_head = self._io()[1]
+        if self.has_draft_vocab:
+            logits = torch.nn.functional.linear(flat, *self._lm_rows(lm_head))
+        else:
+            logits = lm_head(flat)
+        return logits.view(*hidden.shape[:-1], logits.shape[-1])
+
+    def draft_hidden_slice(self, hidden: torch.Tensor) -> torch.Tensor:
+        """Hidden states [..., B, H] -> those of the D draft tokens [..., D, H] (honours `shift_label`)."""
+        first = self.config.first_predicting_position
+        return hidden[..., first : first + self.config.num_draft_tokens, :]
+
+    # --------------------------------------------------------------------------- training
+    def forward_blocks(
+        self, features: torch.Tensor, input_ids: torch.Tensor, anchors: torch.Tensor, use_flex: bool = False
+    ) -> torch.Tensor:
+        """Hidden states [b, A, B, H] of A anchor blocks per sequence, all in one forward.
+
+        features [b, T, K*H]: target features of the whole sequence; input_ids [b, T]; anchors [b, A]
+        (negative = padding block). Block of anchor a = `[input_ids[a], MASK x (B-1)]` at positions
+        a..a+B-1, seeing context strictly before a (see `block_mask`).
+        """
+        b, t = input_ids.shape
+        num_blocks, bs = anchors.shape[1], self.config.block_size
+        anchor_pos = anchors.clamp(min=0)
+        block_ids = torch.full((b, num_blocks, bs), self.config.mask_token_id, device=input_ids.device)
+        block_ids[:, :, 0] = torch.gather(input_ids, 1, anchor_pos)
+        positions = anchor_pos.unsqueeze(-1) + torch.arange(bs, device=input_ids.device)
+        fused = self.backbone.fuse(features)
+        ctx_positions = torch.arange(t, device=input_ids.device).expand(b, t)
+        context = self.backbone.context_kv(fused, ctx_positions)
+        mask = (anchor_flex_block_mask if use_flex else anchor_block_mask)(anchors, t, bs)
+        embeds = self.embed(block_ids.view(b, -1)).to(fused.dtype)
+        hidden = self.backbone(embeds, positions.view(b, -1), context, mask)
+        return hidden.view(b, num_blocks, bs, -1)
+
+    def block_logits(self, hidden: torch.Tensor, causal_tokens: torch.Tensor | None = None) -> BlockLogits:
+        """Base and final logits of the draft tokens of blocks [..., B, H], the GRU teacher-forced.
+
+        `causal_tokens` [..., D]: the tokens the GRU consumes (block token 0 = root, then draft tokens
+        1..D-1); teacher forcing passes the ground truth. Draft token j uses the state after tokens
+        0..j-1 when j > `pure_draft_prefix_len`. Required iff the drafter has a head.
+        """
+        h = self.draft_hidden_slice(hidden)
+        base = self.lm_head(h)
+        if self.head is None:
+            return BlockLogits(base=base, final=base)
+        if causal_tokens is None:
+            raise ValueError("a Domino drafter needs the causal tokens its GRU consumes")
+        if causal_tokens.shape != h.shape[:-1]:
+            raise ValueError(f"causal_tokens {tuple(causal_tokens.shape)} must be [..., D] = {tuple(h.shape[:-1])}")
+        lead = causal_tokens.shape[:-1]
+        embeds = self.embed(causal_tokens).to(h.dtype)
+        states = self.head.encode(embeds.reshape(-1, *embeds.shape[-2:])).view(*lead, causal_tokens.shape[-1], -1)
+        p = self.config.pure_draft_prefix_len
+        corrected = base[..., p:, :] + self.head.correction(h[..., p:, :], states[..., p:, :])
+        return BlockLogits(base=base, final=torch.cat([base[..., :p, :], corrected], dim=-2))
+
+    def rollout_logits(self, hidden: torch.Tensor, root_ids: torch.Tensor) -> BlockLogits:
+        """Base and final logits with the GRU fed the drafter's own greedy drafts, as at inference.
+
+        Training-time testing: draft token j = argmax of its final logits (detached: gradients flow
+        through the GRU states, not through the choice of tokens), consumed before draft j + 1. Equal to
+        `block_logits(hidden, [root, drafts 1..D-1])`, computed sequentially.
+        """
+        h = self.draft_hidden_slice(hidden)
+        base = self.lm_head(h)
+        if self.head is None:
+            return BlockLogits(base=base, final=base)
+        p = self.config.pure_draft_prefix_len
+        state = self.head.init_state(root_ids.numel(), h.device, h.dtype).view(*root_ids.shape, -1)
+        state = self.head.gru_step(self.embed(root_ids).to(h.dtype), state)
+        finals = []
+        for j in range(h.shape[-2]):
+            logits = base[..., j, :]
+            if j + 1 > p:
+                logits = logits + self.head.correction(h[..., j, :], state)
+            finals.append(logits)
+            if j + 1 < h.shape[-2]:
+                drafted = self.to_target_ids(logits.argmax(-1).detach())
+                state = self.head.gru_step(self.embed(drafted).to(h.dtype), state)
+        return BlockLogits(base=base, final=torch.stack(finals, dim=-2))
+
+    # --------------------------------------------------------------------------- decoding
+    def new_cache(self, batch_size: int = 1, capacity: int = 4096) -> DraftKVCache:
+        p = next(self.parameters())
+        c = self.config
+        return DraftKVCache(
+            c.num_hidden_layers, batch_size, c.num_key_value_heads, c.head_dim, capacity, p.dtype, p.device
+        )
+
+    def append_context(self, cache: DraftKVCache, features: torch.Tensor) -> None:
+        """Project the features [b, n, K*H] of n newly committed positions into the draft cache."""
+        b, n, _ = features.shape
+        positions = torch.arange(cache.length, cache.length + n, device=features.device).expand(b, n)
+        fused = self.backbone.fuse(features.to(self.backbone.fc.weight.dtype))
+        cache.extend(self.backbone.context_kv(fused, positions))
+
+    def draft_block(self, cache: DraftKVCache, root_ids: torch.Tensor) -> torch.Tensor:
+        """Hidden states [b, B, H] of the block `[root, MASK x (B-1)]` placed right after the cached context."""
+        b, bs = root_ids.shape[0], self.config.block_size
+        block_ids = torch.full((b, bs), self.config.mask_token_id, device=root_ids.device)
+        block_ids[:, 0] = root_ids
+        positions = torch.arange(cache.length, cache.length + bs, device=root_ids.device).expand(b, bs)
+        context = [cache.layer(i) for i in range(len(self.backbone.layers))]
+        embeds = self.embed(block_ids).to(self.backbone.fc.weight.dtype)
+        return self.backbone(embeds, positions, context)
+
+    # --------------------------------------------------------------------------- checkpoint format
+    def save_pretrained(self, path: str | Path, dtype: torch.dtype = torch.bfloat16) -> Path:
+        """Write `config.json` + `model.safetensors` in the public Domino / DFlash layout."""
+        return save_checkpoint(self, path, dtype)
+
+    @classmethod
+    def from_pretrained(
+        cls,
+        path: str | Path,
+        target_config: object | None = None,
+        device: torch.device | str | None = None,
+        dtype: torch.dtype | None = None,
+        target: TargetModel | None = None,
+    ) -> DominoDrafter:
+        """Load and validate a drafter folder; with `target_config`, also check it fits that target.
+
+        Given `target` (a `TargetModel`), the drafter is checked against it, loaded onto its device and
+        dtype (unless `device` / `dtype` say otherwise) and bound to its embedding and lm_head.
+        `dtype=None` otherwise keeps the file's dtype. Raises `DrafterCheckpointError` naming every problem.
+        """
+        if target is not None:
+            target_config = target.config
+            device = device if device is not None else target.device
+            dtype = dtype if dtype is not None else target.dtype
+        config = read_config(path)
+        with torch.device("meta"):
+            model = cls(config)
+        load_checkpoint(model, path, target_config=target_config, dtype=dtype)
+        model = model.to(device=device if device is not None else "cpu")
+        return model.bind_target(target.embed_tokens, target.lm_head) if target is not None else model

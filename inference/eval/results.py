@@ -1,0 +1,216 @@
+"""Turn evaluation records into the papers' numbers and the files `domino-decode` writes.
+
+Per dataset and method: tau (tokens committed per verify round, bonus included, SGLang's convention),
+speedup (AR decode time per output token / the method's, same process and prompts), tokens/s, counts,
+the acceptance-length histogram, stage timings and, at T = 0 with `ar` run, `lossless` (every output
+equal to `ar`'s; null when not checked). Time per output token is decode time (everything after the
+first token) over output tokens, as in the DFlash / DDTree harness; prefill is reported on its own.
+"""
+
+from __future__ import annotations
+
+import json
+import logging
+from collections import Counter, defaultdict
+from pathlib import Path
+from typing import Any
+
+from inference.eval.loop import Record
+
+log = logging.getLogger(__name__)
+STAGES = ("prefill", "decode", "draft", "verify", "commit")
+
+
+def _mean(values: list[float]) -> float | None:
+    values = [v for v in values if v is not None]
+    return sum(values) / len(values) if values else None
+
+
+def method_summary(records: list[Record], reference: list[Record] | None) -> dict[str, Any]:
+    """Metrics of one method on one dataset; `reference` = the `ar` records when outputs are compared."""
+    done = [r for r in records if not r.skipped]
+    output_tokens = sum(len(r.tokens) for r in done)
+    parts = sorted({k for r in done for k in r.stats.stage_seconds() if k not in STAGES})
+    stages = {s: sum(r.stats.stage_seconds().get(s, 0.0) for r in done) for s in (*STAGES, *parts)}
+    lengths = [n for r in done for n in r.stats.accept_lengths]
+    rounds = len(lengths)
+    histogram = Counter(lengths)
+    split = stages["draft"] + stages["verify"] + stages["commit"] > 0  # ar has no stage split
+    summary: dict[str, Any] = {
+        "tau": sum(lengths) / rounds if rounds else None,
+        "speedup": None,
+        "tokens_per_s": output_tokens / stages["decode"] if stages["decode"] > 0 else None,
+        "time_per_output_token_s": stages["decode"] / output_tokens if output_tokens else None,
+        "num_prompts": len({r.prompt_id for r in done}),
+        "num_generations": len(done),
+        "num_output_tokens": output_tokens,
+        "skipped_prompts": len({r.prompt_id for r in records if r.skipped}),  # a turn did not fit the context
+        "lossless": None,
+        "mismatched_generations": None,
+        "rounds": rounds,
+        "accept_length_histogram": [histogram.get(n, 0) for n in range(max(histogram, default=0) + 1)],
+        "stage_s": stages,
+        "stage_ms_per_round": {
+            s: 1e3 * stages[s] / rounds if rounds and split else None for s in ("draft", *parts, "verify", "commit")
+        },
+    }
+    if reference is not None:
+        expected = {(r.prompt_id, r.turn): r.tokens for r in reference if not r.skipped}
+        mismatched = sum(expected.get((r.prompt_id, r.turn)) != r.tokens for r in done)
+        mismatched += len(expected) - len(done)
+        summary["lossless"] = mismatched == 0
+        summary["mismatched_generations"] = mismatched
+    return summary
+
+
+def summarize(records: list[Record], check_lossless: bool) -> dict[str, dict[str, dict[str, Any]]]:
+    """{dataset: {method: metrics}}; speedups against `ar` where it ran, `lossless` when `check_lossless`."""
+    grouped: dict[str, dict[str, list[Record]]] = defaultdict(lambda: defaultdict(list))
+    for r in records:
+        grouped[r.dataset][r.method].append(r)
+    results: dict[str, dict[str, dict[str, Any]]] = {}
+    for dataset, by_method in grouped.items():
+        ar = by_method.get("ar")
+        results[dataset] = {}
+        for method, recs in by_method.items():
+            compare = check_lossless and ar is not None and method != "ar"
+            results[dataset][method] = method_summary(recs, ar if compare else None)
+        ar_tpot = results[dataset].get("ar", {}).get("time_per_output_token_s")
+        for summary in results[dataset].values():
+            tpot = summary["time_per_output_token_s"]
+            summary["speedup"] = ar_tpot / tpot if ar_tpot and tpot else None
+    return results
+
+
+def mean_over_datasets(results: dict[str, dict[str, dict[str, Any]]]) -> dict[str, dict[str, float | None]]:
+    methods = list(dict.fromkeys(m for by_method in results.values() for m in by_method))
+    return {
+        m: {k: _mean([d[m][k] for d in results.values() if m in d]) for k in ("tau", "speedup", "tokens_per_s")}
+        for m in methods
+    }
+
+
+def _fmt(value: float | None, spec: str, suffix: str = "") -> str:
+    return "-" if value is None else f"{value:{spec}}{suffix}"
+
+
+def markdown(results: dict[str, dict[str, dict[str, Any]]], header: str) -> str:
+    """The papers' table (speedup / tau per dataset, and the mean), then the details per dataset."""
+    datasets = list(results)
+    means = mean_over_datasets(results)
+    lines = [header, "", "| method | " + " | ".join(datasets) + " | mean |", "|---" * (len(datasets) + 2) + "|"]
+    for method, mean in means.items():
+        cells = [
+            f"{_fmt(results[d][method]['speedup'], '.2f', 'x')} / {_fmt(results[d][method]['tau'], '.2f')}"
+            if method in results[d]
+            else "-"
+            for d in datasets
+        ]
+        cells.append(f"{_fmt(mean['speedup'], '.2f', 'x')} / {_fmt(mean['tau'], '.2f')}")
+        lines.append(f"| {method} | " + " | ".join(cells) + " |")
+    lines += [
+        "",
+        "Cells: speedup / tau. Speedup = AR decode time per output token / the method's (same process, same "
+        "prompts); tau = tokens committed per verify round, bonus included.",
+        "",
+        "| dataset | method | tau | speedup | tok/s | prompts | output tokens | skipped | lossless "
+        "| draft ms/round | verify ms/round | commit ms/round |",
+        "|---" * 12 + "|",
+    ]
+    for d in datasets:
+        for method, s in results[d].items():
+            per_round = s["stage_ms_per_round"]
+            lossless = (
+                "-" if s["lossless"] is None else ("yes" if s["lossless"] else f"NO ({s['mismatched_generations']})")
+            )
+            lines.append(
+                f"| {d} | {method} | {_fmt(s['tau'], '.2f')} | {_fmt(s['speedup'], '.2f', 'x')} "
+                f"| {_fmt(s['tokens_per_s'], '.1f')} | {s['num_prompts']} | {s['num_output_tokens']} "
+                f"| {s['skipped_prompts']} | {lossless} | {_fmt(per_round['draft'], '.2f')} "
+                f"| {_fmt(per_round['verify'], '.2f')} | {_fmt(per_round['commit'], '.2f')} |"
+            )
+    return "\n".join(lines) + "\n"
+
+
+def generation_rows(records: list[Record]) -> list[dict[str, Any]]:
+    """One JSON object per generation (skipped ones included, with their reason)."""
+    rows = []
+    for r in records:
+        row: dict[str, Any] = {"dataset": r.dataset, "method": r.method, "prompt_id": r.prompt_id, "turn": r.turn}
+        if r.skipped:
+            row["skipped"] = r.skip_reason
+        else:
+            s = r.stats
+            row |= {
+                "prompt_tokens": s.prompt_tokens,
+                "output_tokens": s.output_tokens,
+                "finish_reason": r.finish_reason,
+                "tau": s.tau,
+                "accept_lengths": s.accept_lengths,
+                "stage_s": s.stage_seconds(),
+                "tokens": r.tokens,
+                "text": r.text,
+            }
+        rows.append(row)
+    return rows
+
+
+def write_plot(path: Path, results: dict[str, dict[str, dict[str, Any]]]) -> bool:
+    """Acceptance-length histograms per dataset and method, and a speedup bar chart; False without matplotlib."""
+    try:
+        import matplotlib
+
+        matplotlib.use("Agg")
+        import matplotlib.pyplot as plt
+    except ImportError:
+        log.warning("matplotlib is not installed: no plot written (pip install matplotlib)")
+        return False
+    datasets = list(results)
+    methods = list(mean_over_datasets(results))
+    colors = {m: f"C{i}" for i, m in enumerate(methods)}  # one colour per method in every panel
+    speculative = [m for m in methods if m != "ar"]
+    fig, axes = plt.subplots(1, len(datasets) + 1, figsize=(4.5 * (len(datasets) + 1), 3.6), squeeze=False)
+    width = 0.8 / max(len(speculative), 1)
+    for ax, d in zip(axes[0], datasets, strict=False):
+        longest = 1
+        for i, m in enumerate(speculative):
+            hist = (results[d].get(m, {}).get("accept_length_histogram") or [0])[1:]  # lengths 1, 2, ...
+            if sum(hist):
+                offset = (i - (len(speculative) - 1) / 2) * width
+                xs = [n + offset for n in range(1, len(hist) + 1)]
+                ax.bar(xs, [c / sum(hist) for c in hist], width, label=m, color=colors[m])
+                longest = max(longest, len(hist))
+        ax.set_xticks(range(1, longest + 1))
+        ax.set_xlim(0.4, longest + 0.6)
+        ax.set(title=f"{d}: tokens per round", xlabel="accepted + bonus", ylabel="fraction of rounds")
+        if ax.get_legend_handles_labels()[0]:
+            ax.legend(fontsize=8)
+    ax = axes[0][-1]
+    width = 0.8 / max(len(methods), 1)
+    for i, m in enumerate(methods):
+        offset = (i - (len(methods) - 1) / 2) * width
+        ys = [results[d].get(m, {}).get("speedup") or 0.0 for d in datasets]
+        ax.bar([x + offset for x in range(len(datasets))], ys, width, label=m, color=colors[m])
+    ax.set_xticks(range(len(datasets)), datasets)
+    ax.axhline(1.0, color="grey", linewidth=0.8)
+    ax.set(title="speedup over ar", ylabel="x")
+    ax.legend(fontsize=8)
+    fig.tight_layout()
+    fig.savefig(path, dpi=120)
+    plt.close(fig)
+    return True
+
+
+def write_outputs(out_dir: Path, records: list[Record], check_lossless: bool, meta: dict[str, Any]) -> dict[str, Any]:
+    """results.json, results.md, generations.jsonl and plot.png (when matplotlib is there) in `out_dir`."""
+    out_dir.mkdir(parents=True, exist_ok=True)
+    results = summarize(records, check_lossless)
+    with open(out_dir / "generations.jsonl", "w") as f:
+        for row in generation_rows(records):
+            f.write(json.dumps(row) + "\n")
+    plotted = write_plot(out_dir / "plot.png", results)
+    report = {**meta, "results": results, "mean": mean_over_datasets(results), "plot": "plot.png" if plotted else None}
+    (out_dir / "results.json").write_text(json.dumps(report, indent=2))
+    header = "# domino-decode\n\n" + " · ".join(f"{k}: {v}" for k, v in meta.items() if not isinstance(v, dict))
+    (out_dir / "results.md").write_text(markdown(results, header))
+    return report

@@ -1,0 +1,118 @@
+"""`load_target(spec)`: a built-in name, a local HF folder or a hub id -> `TargetModel`.
+
+Built-ins: `smollm2` (the real offline chat model, see `inference.targets.smollm2`) and `tiny-qwen3` /
+`tiny-llama` (random, for tests; `tiny` = `tiny-qwen3`). `load_target_config` returns only the HF config
+and also knows the Qwen3-4B / Qwen3-8B configs offline, so drafters for them can be composed and built on
+the `meta` device on a machine with no weights.
+"""
+
+from __future__ import annotations
+
+import json
+from importlib import resources
+from pathlib import Path
+from typing import Any
+
+import torch
+
+from inference.targets.adapter import TargetModel
+
+TINY_SPECS = {"tiny": "qwen3", "tiny-qwen3": "qwen3", "tiny-llama": "llama"}
+BUILTIN_SPECS = ("smollm2", *TINY_SPECS)
+# Hub ids whose config ships with the package (the architecture numbers of the public models).
+KNOWN_CONFIGS = {"Qwen/Qwen3-8B": "Qwen3-8B.json", "Qwen/Qwen3-4B": "Qwen3-4B.json"}
+
+
+def _not_found(spec: str, err: Exception) -> ValueError:
+    return ValueError(
+        f"target {spec!r} is neither a built-in ({', '.join(BUILTIN_SPECS)}), an existing local folder, "
+        f"nor a hub id that can be reached from here ({type(err).__name__}: {err}). Pass a folder with "
+        "config.json + weights, or run once with network access so the hub cache holds it."
+    )
+
+
+def load_target_config(spec: str) -> Any:
+    """The target's HF config without loading weights (offline for built-ins and KNOWN_CONFIGS)."""
+    from transformers import AutoConfig, PretrainedConfig
+
+    if spec in TINY_SPECS:
+        from inference.targets.tiny import tiny_target_config
+
+        return tiny_target_config(TINY_SPECS[spec])
+    if spec == "smollm2":
+        from inference.targets.smollm2 import smollm2_folder
+
+        spec = str(smollm2_folder())
+    elif spec in KNOWN_CONFIGS and not Path(spec).is_dir():
+        text = resources.files("inference.targets").joinpath("known_configs", KNOWN_CONFIGS[spec]).read_text()
+        raw = json.loads(text)
+        config_cls = AutoConfig.for_model(raw["model_type"]).__class__
+        cfg: PretrainedConfig = config_cls.from_dict(raw)
+        cfg._name_or_path = spec
+        return cfg
+    try:
+        return AutoConfig.from_pretrained(spec)
+    except (OSError, ValueError) as e:
+        raise _not_found(spec, e) from e
+
+
+def default_dtype(device: torch.device | str) -> torch.dtype:
+    """fp32 on CPU (bf16 is ~2x slower there and breaks exact greedy equality), bf16 on accelerators."""
+    return torch.float32 if torch.device(device).type == "cpu" else torch.bfloat16
+
+
+def load_target(
+    spec: str,
+    dtype: torch.dtype | str | None = None,
+    device: torch.device | str | None = None,
+    mask_token_id: int | None = None,
+    attn_implementation: str = "sdpa",
+    chat_template_kwargs: dict[str, Any] | None = None,
+) -> TargetModel:
+    """Load a frozen target model (and its tokenizer when it has one).
+
+    `dtype` may be a torch dtype or its name ("bfloat16"); None = fp32 on CPU, bf16 elsewhere.
+    `device="meta"` loads no weights: the tokenizer, chat template and config only (for tokenizing, or
+    for talking to a remote server that runs the model).
+    `chat_template_kwargs` (e.g. `{"enable_thinking": False}`) apply to every prompt rendered for it.
+    """
+    from transformers import AutoModelForCausalLM, AutoTokenizer
+
+    device = device if device is not None else ("cuda" if torch.cuda.is_available() else "cpu")
+    if isinstance(dtype, str):
+        if not isinstance(getattr(torch, dtype, None), torch.dtype):
+            raise ValueError(f"unknown dtype {dtype!r}; use e.g. float32, bfloat16 or float16")
+        dtype = getattr(torch, dtype)
+    dtype = dtype or default_dtype(device)
+    template_kwargs = dict(chat_template_kwargs or {})
+    if spec in TINY_SPECS:
+        from inference.targets.tiny import tiny_target
+
+        target = tiny_target(TINY_SPECS[spec], dtype=dtype)
+        target.model.to(device)
+        target.chat_template_kwargs = template_kwargs
+        return target
+    path = spec
+    if spec == "smollm2":
+        from inference.targets.smollm2 import smollm2_folder
+
+        path = str(smollm2_folder())
+    try:
+        if torch.device(device).type == "meta":
+            with torch.device("meta"):
+                model = AutoModelForCausalLM.from_config(load_target_config(spec), dtype=dtype)
+        else:
+            model = AutoModelForCausalLM.from_pretrained(path, dtype=dtype, attn_implementation=attn_implementation)
+    except (OSError, ValueError) as e:
+        raise _not_found(spec, e) from e
+    try:
+        tokenizer = AutoTokenizer.from_pretrained(path)
+    except (OSError, ValueError):
+        tokenizer = None
+    return TargetModel(
+        model.to(device),
+        tokenizer=tokenizer,
+        name=spec,
+        mask_token_id=mask_token_id,
+        chat_template_kwargs=template_kwargs,
+    )

@@ -1,0 +1,133 @@
+"""Best-first tree construction: DDTree's prefixes, DominoTree's fast builder against the reference, and
+a case where the path-conditional correction must change the tree."""
+
+import itertools
+import math
+
+import pytest
+import torch
+
+from inference.decoding.tree.build import best_first, build_ddtree, build_dominotree_reference
+from inference.decoding.tree.draft_tree import DraftTree
+from inference.decoding.tree.expander import FastDominoExpander
+
+
+def test_ddtree_holds_the_most_probable_prefixes():
+    torch.manual_seed(0)
+    logits = torch.randn(3, 5) * 2
+    lp = torch.log_softmax(logits, -1)
+    for budget in (1, 4, 9, 20):
+        tree = build_ddtree(logits, budget)
+        assert len(tree) == min(budget, 5 + 25 + 125)
+        assert all(a >= b for a, b in zip(tree.scores, tree.scores[1:], strict=False))  # popped best first
+        prefixes = {
+            p: sum(lp[d, t].item() for d, t in enumerate(p))
+            for n in (1, 2, 3)
+            for p in itertools.product(range(5), repeat=n)
+        }
+        best = sorted(prefixes.values(), reverse=True)[: len(tree)]
+        assert sorted(tree.scores, reverse=True) == pytest.approx(best)
+        for i in range(len(tree)):
+            path = tuple(tree.tokens[j] for j in tree.path(i))
+            assert tree.scores[i] == pytest.approx(prefixes[path])
+
+
+def test_tree_visibility_and_depths():
+    tree = DraftTree()
+    a = tree.add(5, -1, 1, -0.1)
+    b = tree.add(6, -1, 1, -0.2)
+    tree.add(7, a, 2, -0.3)
+    tree.add(8, b, 2, -0.4)
+    v = tree.visibility()
+    assert v.tolist() == [
+        [True, False, False, False, False],
+        [True, True, False, False, False],
+        [True, False, True, False, False],
+        [True, True, False, True, False],
+        [True, False, True, False, True],
+    ]
+    assert tree.window_depths() == [0, 1, 1, 2, 2]
+    assert tree.children() == [{5: 1, 6: 2}, {7: 3}, {8: 4}, {}, {}]
+
+
+def _round_inputs(drafter, target, seed):
+    g = torch.Generator().manual_seed(seed)
+    ids = torch.randint(0, 256, (1, 20), generator=g)
+    feats = target(ids, layer_ids=drafter.config.target_layer_ids).features
+    cache = drafter.new_cache(1, 32)
+    drafter.append_context(cache, feats)
+    root = ids[:, -1]
+    hidden = drafter.draft_hidden_slice(drafter.draft_block(cache, root))[0]
+    return hidden, drafter.lm_head(hidden), root
+
+
+@pytest.mark.parametrize("top_m, node_topk, prefix", [(16, 4, 1), (0, 3, 1), (8, 8, 0), (32, 2, 2)])
+@torch.inference_mode()
+def test_fast_builder_equals_the_reference_bit_for_bit(any_tiny_target, top_m, node_topk, prefix, make_drafter):
+    target = any_tiny_target
+    drafter = make_drafter(target, block_size=8, pure_draft_prefix_len=prefix).eval()
+    fast = FastDominoExpander(drafter, top_m, node_topk, budget=4)  # grows its state pool when needed
+    for seed, budget in itertools.product(range(3), (1, 5, 16, 40)):
+        hidden, base, root = _round_inputs(drafter, target, seed)
+        ref = build_dominotree_reference(
+            drafter.head, drafter.embed, hidden, base, root, prefix, budget, top_m, node_topk
+        )
+        got = best_first(fast.prepare(hidden, base, root), budget, hidden.shape[0])
+        assert got == ref  # same nodes, same order, same scores (exact float equality)
+        assert len(got) == budget and max(got.depths) <= hidden.shape[0]
+
+
+class _ToyHead:
+    """A head whose GRU state is the last token seen (one-hot) and whose correction favours, after token
+    a, the token a + 10: conditioning on the path changes which child is best."""
+
+    def __init__(self, vocab):
+        self.vocab = vocab
+
+    def init_state(self, batch, device, dtype):
+        return torch.zeros(batch, self.vocab, dtype=dtype)
+
+    def step(self, embeds, state):
+        return embeds
+
+    def correction(self, hidden, state, candidate_ids=None):
+        last = state.argmax(-1)
+        bonus = torch.nn.functional.one_hot((last + 10) % self.vocab, self.vocab).float() * 5.0
+        return bonus if candidate_ids is None else bonus[..., candidate_ids]
+
+
+def test_conditioning_changes_the_tree_where_marginals_tie():
+    vocab = 30
+    base = torch.zeros(2, vocab)
+    base[0, 1] = base[0, 2] = 3.0  # tokens 1 and 2 tie at depth 1
+    base[1, 20] = 2.0  # the marginal favours 20 after either
+    head = _ToyHead(vocab)
+    embed = lambda ids: torch.nn.functional.one_hot(ids, vocab).float()  # noqa: E731
+    hidden = torch.zeros(2, 4)
+    tree = build_dominotree_reference(head, embed, hidden, base, torch.tensor([0]), 1, budget=4, top_m=0, node_topk=2)
+    kids = {tree.tokens[tree.parents[i]]: tree.tokens[i] for i in range(len(tree)) if tree.depths[i] == 2}
+    assert kids == {1: 11, 2: 12}  # each path's own best continuation
+    marginal = build_ddtree(base, budget=4)
+    assert {marginal.tokens[i] for i in range(len(marginal)) if marginal.depths[i] == 2} == {20}
+
+
+def test_dominotree_scores_match_a_direct_computation(qwen_target, trained_drafter):
+    drafter, _ = trained_drafter(qwen_target)
+    with torch.inference_mode():
+        hidden, base, root = _round_inputs(drafter, qwen_target, 7)
+        tree = build_dominotree_reference(drafter.head, drafter.embed, hidden, base, root, 1, 6, 16, 4)
+        head = drafter.head
+        for i in range(len(tree)):
+            path = tree.path(i)
+            state = head.step(drafter.embed(root), head.init_state(1, "cpu", torch.float32))
+            total = 0.0
+            for depth, node in enumerate(path, start=1):
+                token = tree.tokens[node]
+                if depth == 1:
+                    total += torch.log_softmax(base[0], -1)[token].item()
+                else:
+                    cand = base[depth - 1].topk(16).indices
+                    logits = base[depth - 1, cand] + head.correction(hidden[depth - 1 : depth], state, cand)[0]
+                    total += torch.log_softmax(logits, -1)[(cand == token).nonzero()[0, 0]].item()
+                state = head.step(drafter.embed(torch.tensor([token])), state)
+            assert math.isclose(tree.scores[i], total, rel_tol=1e-5, abs_tol=1e-5)

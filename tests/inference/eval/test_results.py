@@ -1,0 +1,54 @@
+import json
+
+from inference.decoding.stats import GenerationStats
+from inference.eval.loop import Record
+from inference.eval.results import markdown, summarize, write_outputs
+
+
+def _record(method, prompt_id, tokens, accept_lengths, decode_s, dataset="mt-bench", turn=0):
+    stats = GenerationStats(len(tokens), len(tokens), accept_lengths, prefill_s=0.1, decode_s=decode_s)
+    stats.draft_s, stats.verify_s, stats.commit_s = 0.2 * decode_s, 0.7 * decode_s, 0.1 * decode_s
+    return Record(dataset, method, prompt_id, turn, tokens, "length", stats, text="x")
+
+
+def _records():
+    return [
+        _record("ar", "a", [1, 2, 3, 4, 5], [1, 1, 1, 1], 4.0),
+        _record("ar", "b", [6, 7, 8], [1, 1], 2.0),
+        _record("domino", "a", [1, 2, 3, 4, 5], [3, 1], 1.0),
+        _record("domino", "b", [6, 7, 8], [2], 1.0),
+        _record("dflash", "a", [1, 2, 3, 4, 9], [4], 1.0),  # differs from ar
+        Record("mt-bench", "dflash", "b", 0, None, None, None, skip_reason="too long"),
+    ]
+
+
+def test_summary_numbers():
+    results = summarize(_records(), check_lossless=True)["mt-bench"]
+    ar, domino, dflash = results["ar"], results["domino"], results["dflash"]
+    assert ar["tau"] == 1.0 and ar["speedup"] == 1.0 and ar["lossless"] is None
+    assert domino["tau"] == 2.0 and domino["accept_length_histogram"] == [0, 1, 1, 1]
+    assert domino["speedup"] == (6.0 / 8) / (2.0 / 8) and domino["tokens_per_s"] == 4.0
+    assert domino["lossless"] is True and domino["mismatched_generations"] == 0
+    assert dflash["lossless"] is False and dflash["mismatched_generations"] == 2  # one differs, one missing
+    assert dflash["skipped_prompts"] == 1 and dflash["num_prompts"] == 1 and dflash["num_output_tokens"] == 5
+    assert domino["stage_ms_per_round"]["verify"] == 1e3 * 0.7 * 2.0 / 3
+    assert summarize(_records(), check_lossless=False)["mt-bench"]["domino"]["lossless"] is None
+
+
+def test_files(tmp_path):
+    report = write_outputs(tmp_path, _records(), check_lossless=True, meta={"target": "tiny", "temperature": 0.0})
+    saved = json.loads((tmp_path / "results.json").read_text())
+    assert saved["results"]["mt-bench"]["domino"]["tau"] == 2.0 and saved["target"] == "tiny"
+    assert saved["mean"]["domino"]["speedup"] == report["results"]["mt-bench"]["domino"]["speedup"]
+    assert (tmp_path / "plot.png").is_file() == (saved["plot"] == "plot.png")
+    rows = [json.loads(line) for line in (tmp_path / "generations.jsonl").read_text().splitlines()]
+    assert len(rows) == 6 and rows[-1]["skipped"] == "too long" and rows[2]["accept_lengths"] == [3, 1]
+    table = (tmp_path / "results.md").read_text()
+    assert "| domino | 3.00x / 2.00 | 3.00x / 2.00 |" in table and "NO (2)" in table
+
+
+def test_markdown_lists_every_dataset():
+    records = _records() + [_record("ar", "c", [1, 2], [1], 1.0, dataset="humaneval")]
+    table = markdown(summarize(records, check_lossless=True), "# t")
+    assert "| method | mt-bench | humaneval | mean |" in table
+    assert "| dflash | " in table and "| humaneval | ar |" in table
