@@ -1,9 +1,8 @@
-"""`domino-export CKPT OUT`: a training checkpoint -> the public drafter folder (see DESIGN.md 2).
+"""The export folder of a trained drafter, written at the end of fit and by `domino-export`.
 
-CKPT is a Lightning `.ckpt` file or a DeepSpeed ZeRO-2/3 checkpoint directory (which Lightning also
-names `*.ckpt`); both carry the drafter's `config.json` and the data manifest (`on_save_checkpoint`).
-Every drafter weight must be present: a checkpoint that lost part of the drafter is refused, never
-exported with random weights.
+`write_export` writes the public layout (config.json + model.safetensors) plus the data manifest, the run
+config and a model card; `export_checkpoint` does it from a Lightning `.ckpt` file or a DeepSpeed ZeRO-2/3
+directory, refusing a checkpoint that lost part of the drafter (never exported with random weights).
 """
 
 from __future__ import annotations

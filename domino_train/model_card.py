@@ -46,7 +46,7 @@ def _recipe(run_config: dict[str, Any] | None) -> list[str]:
     labels = (run_config.get("data") or {}).get("labels", "text")
     task, run_id = run_config.get("task_name"), run_config.get("run_id")
     return [
-        f"- `python -m domino_train experiment={task} run_id={run_id}` (task `{task}`, seed {run_config.get('seed')})",
+        f"- run `{task}/{run_id}`, seed {run_config.get('seed')} (the task name, not necessarily the experiment)",
         f"- init `{drafter.get('init', 'random')}`, {trainer.get('max_steps')} steps, lr {train.get('lr')}, "
         f"{train.get('num_anchors')} anchors per sequence, gamma {train.get('gamma')}, "
         f"causal input `{train.get('causal_input')}`, curriculum `{train.get('curriculum')}`, labels `{labels}` "
