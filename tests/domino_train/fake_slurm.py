@@ -25,6 +25,7 @@ import signal
 import subprocess
 import sys
 import time
+import traceback
 from pathlib import Path
 
 COMMANDS = ("sbatch", "srun", "sacct", "scancel", "scontrol")
@@ -126,10 +127,22 @@ def sbatch(args: list[str]) -> int:
 
 def _run(args: list[str]) -> int:
     key = args[0]
+    try:
+        return _run_until_done(key)
+    except BaseException:  # stdio is /dev/null: leave the reason where sacct and the tests can see it
+        _update(key, state="FAILED", runner_error=traceback.format_exc())
+        raise
+
+
+def _run_until_done(key: str) -> int:
     while True:
         job = _read(key)
         env = {**os.environ, **job["env"], "SLURM_RESTART_COUNT": str(job["restarts"])}
         _update(key, state="RUNNING")
+        # submitit makes the job's log folder only once sbatch has printed the job id, which can be after
+        # this runner starts; real Slurm starts jobs later than that.
+        for log in (job["output"], job["error"]):
+            Path(log).parent.mkdir(parents=True, exist_ok=True)
         with open(job["output"], "a") as out, open(job["error"], "a") as err:
             rc = subprocess.run(["bash", job["script"]], env=env, stdout=out, stderr=err).returncode
         job = _read(key)
@@ -195,15 +208,30 @@ def scontrol(args: list[str]) -> int:
     return 0
 
 
-def wait_for(predicate, timeout: float, what: str, poll: float = 0.05):
-    """Poll `predicate()` until it returns something truthy; fail the test after `timeout` seconds."""
+def describe(state_dir: Path) -> str:
+    """Every job's state (and a runner's traceback, if it died): what a timed-out test should print."""
+    lines = []
+    for path in sorted((state_dir / "jobs").glob("*.json")):
+        job = json.loads(path.read_text())
+        lines.append(f"{path.stem}: {job['state']} restarts={job['restarts']} pids={job['pids']}")
+        if "runner_error" in job:
+            lines.append(job["runner_error"])
+    return "\n".join(lines) or "no job was submitted"
+
+
+def wait_for(predicate, timeout: float, what: str, poll: float = 0.05, explain=None):
+    """Poll `predicate()` until it returns something truthy; fail the test after `timeout` seconds.
+
+    `explain()`, if given, is appended to the failure: the state that shows why the wait never ended.
+    """
     deadline = time.monotonic() + timeout
     while time.monotonic() < deadline:
         value = predicate()
         if value:
             return value
         time.sleep(poll)
-    raise TimeoutError(f"gave up waiting {timeout:.0f} s for {what}")
+    detail = f"\n{explain()}" if explain else ""
+    raise TimeoutError(f"gave up waiting {timeout:.0f} s for {what}{detail}")
 
 
 if __name__ == "__main__":

@@ -13,6 +13,7 @@ import re
 import signal
 import subprocess
 import sys
+from functools import partial
 from pathlib import Path
 
 import pytest
@@ -174,8 +175,15 @@ def fake_sweep(tmp_path_factory):
     ]
     master = subprocess.Popen(cmd, cwd=root, env=env, stdout=subprocess.PIPE, stderr=subprocess.STDOUT, text=True)
     sweep = root / "artifacts" / "runs" / "multirun" / "fake"
+    explain = partial(fake_slurm.describe, root / "slurm")
+
+    def job0_checkpointed() -> bool:
+        if master.poll() is not None:
+            raise AssertionError(f"the sweep ended before job 0 checkpointed:\n{master.stdout.read()[-3000:]}")
+        return (sweep / "0_tiny" / "checkpoints" / "last.ckpt").exists()
+
     try:
-        fake_slurm.wait_for(lambda: (sweep / "0_tiny" / "checkpoints" / "last.ckpt").exists(), 240, "job 0's ckpt")
+        fake_slurm.wait_for(job0_checkpointed, 240, "job 0's ckpt", explain=explain)
         (script,) = (root / "slurm" / "scripts").glob("*.sh")
         requeue_signal = re.search(r"--signal=(\w+)@", script.read_text()).group(1)
         job0 = next(p.stem for p in (root / "slurm" / "jobs").glob("*_0.json"))
@@ -191,7 +199,7 @@ def fake_sweep(tmp_path_factory):
     def finished() -> bool:  # the master returns on the result files; the job processes exit just after
         return all(json.loads(p.read_text())["state"] not in ("PENDING", "RUNNING") for p in states.glob("*.json"))
 
-    fake_slurm.wait_for(finished, 60, "the jobs' processes to exit")
+    fake_slurm.wait_for(finished, 60, "the jobs' processes to exit", explain=explain)
     return {"root": root, "sweep": sweep, "script": script, "state": states, "job0": job0}
 
 
