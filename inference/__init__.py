@@ -6,7 +6,7 @@ Never imports Lightning or `domino_train` (tests/inference/test_dependency_rule.
 `eval/` (prompt sets, the evaluation loop and its result files) and `cli/` (domino-decode, domino-describe).
 """
 
-from inference.decoding import Generation, SpeculativeDecoder, build_decoder, generate
+from inference.decoding import DecodeOptions, Generation, SpeculativeDecoder, TreeOptions, build_decoder, generate
 from inference.decoding.tree.draft_tree import tree_attention_mask
 from inference.drafter import (
     BlockLogits,
@@ -21,6 +21,7 @@ from inference.targets import TargetModel, TargetOutput, load_target, load_targe
 __all__ = [
     "BlockLogits",
     "DominoDrafter",
+    "DecodeOptions",
     "DraftKVCache",
     "DrafterCheckpointError",
     "DrafterConfig",
@@ -28,6 +29,7 @@ __all__ = [
     "SpeculativeDecoder",
     "TargetModel",
     "TargetOutput",
+    "TreeOptions",
     "build_decoder",
     "default_target_layer_ids",
     "generate",

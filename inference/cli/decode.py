@@ -1,14 +1,16 @@
 """`domino-decode`: measure tau, speedup and losslessness of decoding methods on benchmark prompts.
 
 Hydra config `conf/decode.yaml` (the target comes from the `conf/target/` group shared with training).
-Everything that can be refused is refused before the target is loaded: unknown methods or benchmarks,
-a missing prompt set, and a drafter that does not fit the target (the checkpoint validator's message).
+Everything that can be refused is refused before the target is loaded: unknown methods, verify rules,
+tree options or benchmarks, a missing prompt set, a drafter that does not fit the target (the checkpoint
+validator's message) and a plain DFlash drafter for a method that needs the Domino head.
 """
 
 from __future__ import annotations
 
 import logging
 import subprocess
+from dataclasses import asdict, replace
 from pathlib import Path
 from typing import Any
 
@@ -16,10 +18,10 @@ import hydra
 import torch
 from omegaconf import DictConfig, OmegaConf
 
-from inference.decoding.api import DECODING_METHODS, build_decoder
-from inference.decoding.chain.verify import VERIFY_RULES
+from inference.decoding.api import build_decoder
+from inference.decoding.methods import DECODING_METHODS, check_drafter, check_options, method_spec
+from inference.decoding.options import DecodeOptions, TreeOptions
 from inference.decoding.sampling import SamplingParams
-from inference.decoding.tree.verify import TREE_VERIFY_RULES
 from inference.drafter import DominoDrafter
 from inference.eval.loop import run_dataset, warm_up
 from inference.eval.prompt_sets import load_benchmark
@@ -43,7 +45,7 @@ def _drafter_paths(cfg: DictConfig, methods: list[str]) -> dict[str, str]:
     baselines (dflash, ddtree), `drafter_path` for the rest."""
     paths = {}
     for m in methods:
-        if DECODING_METHODS[m].family == "ar":  # no drafter
+        if not DECODING_METHODS[m].needs_drafter:
             continue
         baseline = DECODING_METHODS[m].baseline and cfg.baseline_drafter_path
         path = cfg.baseline_drafter_path if baseline else cfg.drafter_path
@@ -56,15 +58,16 @@ def _drafter_paths(cfg: DictConfig, methods: list[str]) -> dict[str, str]:
 def run(cfg: DictConfig, out_dir: Path) -> dict[str, Any]:
     """The whole evaluation; returns the report written to `out_dir/results.json`."""
     methods = list(cfg.methods)
-    unknown = [m for m in methods if m not in DECODING_METHODS]
-    if unknown or not methods:
-        raise ValueError(f"unknown method(s) {unknown}; choose from {', '.join(DECODING_METHODS)}")
-    if cfg.verify not in VERIFY_RULES:
-        raise ValueError(f"unknown verify rule {cfg.verify!r}; choose one of {', '.join(VERIFY_RULES)}")
-    if cfg.tree.verify not in TREE_VERIFY_RULES:
-        raise ValueError(f"unknown tree.verify rule {cfg.tree.verify!r}; choose one of {', '.join(TREE_VERIFY_RULES)}")
-    tree = {k: cfg.tree[k] for k in ("budget", "top_m", "node_topk")}
+    if not methods:
+        raise ValueError(f"no methods given; choose from {', '.join(DECODING_METHODS)}")
     sampling = SamplingParams(cfg.temperature, cfg.top_k, cfg.top_p)
+    chain = DecodeOptions(
+        sampling, cfg.verify, max_context=cfg.max_context, sync_stages=cfg.stage_timings, cuda_graph=cfg.cuda_graph
+    )
+    options = {"ar": chain, "chain": chain, "tree": replace(chain, verify=cfg.tree.verify)}
+    tree = TreeOptions(cfg.tree.budget, cfg.tree.top_m, cfg.tree.node_topk)
+    for m in methods:
+        check_options(m, options[method_spec(m).family])
     if cfg.num_threads:
         torch.set_num_threads(cfg.num_threads)
     data_paths = OmegaConf.to_container(cfg.bench_data) if cfg.bench_data else {}
@@ -80,23 +83,14 @@ def run(cfg: DictConfig, out_dir: Path) -> dict[str, Any]:
         target_config = load_target_config(cfg.target.spec)
         for path in dict.fromkeys(paths.values()):
             drafters[path] = DominoDrafter.from_pretrained(path, target_config, device=device, dtype=dtype)
+        for m, path in paths.items():
+            check_drafter(m, drafters[path])
 
     target = hydra.utils.instantiate(cfg.target)
     for drafter in drafters.values():
         drafter.bind_target(target.embed_tokens, target.lm_head)
     decoders = {
-        m: build_decoder(
-            m,
-            target,
-            drafters[paths[m]] if m in paths else None,
-            sampling,
-            cfg.tree.verify if DECODING_METHODS[m].family == "tree" else cfg.verify,
-            max_context=cfg.max_context,
-            sync_stages=cfg.stage_timings,
-            tree=tree,
-            cuda_graph=cfg.cuda_graph,
-        )
-        for m in methods
+        m: build_decoder(m, target, drafters.get(paths.get(m)), options[method_spec(m).family], tree) for m in methods
     }
     log.info(
         "target %s on %s (%s); methods %s; benchmarks %s",
@@ -121,7 +115,7 @@ def run(cfg: DictConfig, out_dir: Path) -> dict[str, Any]:
         "dtype": str(target.dtype).removeprefix("torch."),
         "temperature": cfg.temperature,
         "verify": cfg.verify,
-        "tree": {**tree, "verify": cfg.tree.verify},
+        "tree": {**asdict(tree), "verify": cfg.tree.verify},
         "max_new_tokens": cfg.max_new_tokens,
         "torch": torch.__version__,
         "git_commit": _git_commit(),

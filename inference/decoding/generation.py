@@ -10,12 +10,11 @@ no room for a single new token raises `PromptTooLongError`.
 from __future__ import annotations
 
 from abc import ABC, abstractmethod
-from collections.abc import Iterable
 from dataclasses import dataclass
 
 import torch
 
-from inference.decoding.sampling import SamplingParams
+from inference.decoding.options import DecodeOptions
 from inference.decoding.stats import GenerationStats, StageClock
 from inference.targets.adapter import TargetModel
 
@@ -53,19 +52,14 @@ class Decoder(ABC):
 
     name: str = "decoder"
 
-    def __init__(
-        self,
-        target: TargetModel,
-        sampling: SamplingParams | None = None,
-        stop_token_ids: Iterable[int] | None = None,
-        max_context: int | None = None,
-        sync_stages: bool = True,
-    ) -> None:
+    def __init__(self, target: TargetModel, options: DecodeOptions | None = None) -> None:
         self.target = target
-        self.sampling = sampling or SamplingParams()
-        self.stop_token_ids = frozenset(target.stop_token_ids if stop_token_ids is None else stop_token_ids)
-        self.max_context = max_context or context_length(target)
-        self.clock = StageClock(target.device, sync=sync_stages)
+        self.options = options = options or DecodeOptions()
+        self.sampling = options.sampling
+        stop = options.stop_token_ids
+        self.stop_token_ids = frozenset(target.stop_token_ids if stop is None else stop)
+        self.max_context = options.max_context or context_length(target)
+        self.clock = StageClock(target.device, sync=options.sync_stages)
 
     def prompt_tensor(self, prompt_ids: list[int] | torch.Tensor) -> torch.Tensor:
         """[1, T] long on the target's device; batch size 1 only (the papers' b = 1 latency setting)."""

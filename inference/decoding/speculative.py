@@ -14,7 +14,6 @@ committed token except the last one (`state.root`), which is the first input of 
 from __future__ import annotations
 
 from abc import abstractmethod
-from collections.abc import Iterable
 from dataclasses import dataclass
 from typing import Any
 
@@ -22,7 +21,8 @@ import torch
 from transformers import DynamicCache
 
 from inference.decoding.generation import Decoder, Generation, take_until_stop
-from inference.decoding.sampling import SamplingParams, sample
+from inference.decoding.options import DecodeOptions
+from inference.decoding.sampling import sample
 from inference.decoding.stats import GenerationStats
 from inference.drafter import DominoDrafter
 from inference.drafter.draft_cache import DraftKVCache
@@ -52,16 +52,8 @@ class Verdict:
 class SpeculativeDecoder(Decoder):
     """Prefill, rounds and commits for a drafter bound to the target; subclasses draft and verify."""
 
-    def __init__(
-        self,
-        target: TargetModel,
-        drafter: DominoDrafter,
-        sampling: SamplingParams | None = None,
-        stop_token_ids: Iterable[int] | None = None,
-        max_context: int | None = None,
-        sync_stages: bool = True,
-    ) -> None:
-        super().__init__(target, sampling, stop_token_ids, max_context, sync_stages)
+    def __init__(self, target: TargetModel, drafter: DominoDrafter, options: DecodeOptions | None = None) -> None:
+        super().__init__(target, options)
         param = next(drafter.parameters())
         if (param.device, param.dtype) != (target.device, target.dtype):
             raise ValueError(

@@ -12,13 +12,15 @@ in one forward (`inference.decoding.chain.verify`).
 
 from __future__ import annotations
 
-from collections.abc import Callable, Iterable
+from collections.abc import Callable
 
 import torch
 
 from inference.decoding.chain.rollout import GreedyChainRollout
 from inference.decoding.chain.verify import ChainDraft, make_verifier
 from inference.decoding.cuda_graph import use_cuda_graphs
+from inference.decoding.methods import check_drafter, check_options, method_spec
+from inference.decoding.options import DecodeOptions
 from inference.decoding.sampling import SamplingParams, probabilities, sample_from
 from inference.decoding.speculative import DecodeState, SpeculativeDecoder, Verdict
 from inference.drafter import DominoDrafter
@@ -78,28 +80,22 @@ def draft_chain(
 
 
 class ChainDecoder(SpeculativeDecoder):
-    """`dflash` (`use_head=False`, also valid for a Domino drafter: the head is ignored) or `domino`."""
+    """`dflash` (base logits only; a Domino drafter's head is then ignored) or `domino` (with the head)."""
 
     def __init__(
-        self,
-        target: TargetModel,
-        drafter: DominoDrafter,
-        use_head: bool,
-        sampling: SamplingParams | None = None,
-        verify: str = "match",
-        stop_token_ids: Iterable[int] | None = None,
-        max_context: int | None = None,
-        sync_stages: bool = True,
-        cuda_graph: str = "auto",
+        self, target: TargetModel, drafter: DominoDrafter, method: str, options: DecodeOptions | None = None
     ) -> None:
-        if use_head and drafter.head is None:
-            raise ValueError("method 'domino' needs a drafter with a Domino head; this is a plain DFlash drafter")
-        super().__init__(target, drafter, sampling, stop_token_ids, max_context, sync_stages)
-        self.use_head = use_head
-        self.name = "domino" if use_head else "dflash"
-        self.verifier = make_verifier(verify, self.sampling)
+        options = options or DecodeOptions()
+        spec = method_spec(method, family="chain")
+        check_options(method, options)
+        check_drafter(method, drafter)
+        super().__init__(target, drafter, options)
+        self.name, self.use_head = method, spec.needs_head
+        self.verifier = make_verifier(options.verify, self.sampling)
         # Greedy Domino drafts on CUDA: the per-block rollout replays as one CUDA graph.
-        graphed = use_head and not self.verifier.sampled_drafts and use_cuda_graphs(cuda_graph, target.device)
+        graphed = (
+            self.use_head and not self.verifier.sampled_drafts and use_cuda_graphs(options.cuda_graph, target.device)
+        )
         self.rollout = GreedyChainRollout(drafter, cuda_graph=True) if graphed else None
 
     def draft(self, state: DecodeState) -> ChainDraft:

@@ -12,53 +12,41 @@ Acceptance rules: `verify.py` (`match`, `residual`).
 
 from __future__ import annotations
 
-from collections.abc import Iterable
-
 import torch
 
 from inference.decoding.cuda_graph import use_cuda_graphs
-from inference.decoding.sampling import SamplingParams
+from inference.decoding.methods import check_drafter, check_options, method_spec
+from inference.decoding.options import DecodeOptions, TreeOptions
 from inference.decoding.speculative import DecodeState, SpeculativeDecoder, Verdict
 from inference.decoding.tree.build import best_first, build_ddtree
 from inference.decoding.tree.draft_tree import DraftTree, tree_attention_mask
 from inference.decoding.tree.expander import FastDominoExpander
-from inference.decoding.tree.verify import TREE_VERIFY_RULES, walk_match, walk_residual
+from inference.decoding.tree.verify import walk_match, walk_residual
 from inference.drafter import DominoDrafter
 from inference.targets.adapter import TargetModel
 
-TREE_METHODS = ("ddtree", "dominotree")
-
 
 class TreeDecoder(SpeculativeDecoder):
+    """`ddtree` (marginal tree from the base logits) or `dominotree` (path-conditional, with the head)."""
+
     def __init__(
         self,
         target: TargetModel,
         drafter: DominoDrafter,
         method: str,
-        budget: int = 16,
-        top_m: int = 64,
-        node_topk: int = 8,
-        cuda_graph: str = "auto",
-        sampling: SamplingParams | None = None,
-        verify: str = "match",
-        stop_token_ids: Iterable[int] | None = None,
-        max_context: int | None = None,
-        sync_stages: bool = True,
+        options: DecodeOptions | None = None,
+        tree: TreeOptions | None = None,
     ) -> None:
-        if method not in TREE_METHODS:
-            raise ValueError(f"unknown tree method {method!r}; choose one of {TREE_METHODS}")
-        if verify not in TREE_VERIFY_RULES:
-            raise ValueError(f"tree methods verify with {TREE_VERIFY_RULES}, not {verify!r}")
-        if method == "dominotree" and drafter.head is None:
-            raise ValueError("method 'dominotree' needs a drafter with a Domino head; this is a plain DFlash drafter")
-        if budget < 1:
-            raise ValueError(f"budget must be >= 1 node, got {budget}")
-        super().__init__(target, drafter, sampling, stop_token_ids, max_context, sync_stages)
-        self.name, self.node_budget, self.verify_rule = method, budget, verify
+        options, tree = options or DecodeOptions(), tree or TreeOptions()
+        spec = method_spec(method, family="tree")
+        check_options(method, options)
+        check_drafter(method, drafter)
+        super().__init__(target, drafter, options)
+        self.name, self.node_budget, self.verify_rule = method, tree.budget, options.verify
         self.expander = None
-        if method == "dominotree":
-            graphs = use_cuda_graphs(cuda_graph, target.device)
-            self.expander = FastDominoExpander(drafter, top_m, node_topk, budget, graphs)
+        if spec.needs_head:
+            graphs = use_cuda_graphs(options.cuda_graph, target.device)
+            self.expander = FastDominoExpander(drafter, tree.top_m, tree.node_topk, tree.budget, graphs)
 
     def draft(self, state: DecodeState) -> DraftTree:
         depth = min(self.drafter.config.num_draft_tokens, state.tokens_left - 1)  # deeper could never be emitted

@@ -72,6 +72,13 @@ def test_a_drafter_for_another_target_is_refused_before_loading_it(tmp_path, mon
         decode.run(_cfg(f"drafter_path={path}"), tmp_path / "run")
 
 
+def test_a_plain_dflash_drafter_for_a_head_method_is_refused_before_the_target(tmp_path, monkeypatch, make_drafter):
+    path = make_drafter(tiny_target("qwen3"), head=None).save_pretrained(tmp_path / "dflash", dtype=torch.float32)
+    monkeypatch.setattr(decode.hydra.utils, "instantiate", lambda *a, **k: pytest.fail("the target was loaded"))
+    with pytest.raises(ValueError, match="'dominotree' needs a drafter with a Domino head"):
+        decode.run(_cfg(f"drafter_path={path}", "methods=[ar,dominotree]"), tmp_path / "run")
+
+
 @pytest.mark.parametrize(
     ("overrides", "message"),
     [
@@ -80,6 +87,9 @@ def test_a_drafter_for_another_target_is_refused_before_loading_it(tmp_path, mon
         (["bench=[gsm8k]", "bench_hub=false", "drafter_path=x"], "bench_data.gsm8k"),
         (["methods=[ar,domino]"], "drafter_path"),
         (["verify=typical", "methods=[ar]"], "match, rejection"),
+        (["tree.verify=rejection", "methods=[ar,ddtree]"], "match, residual"),
+        (["tree.budget=0", "methods=[ar]"], "tree budget must be >= 1"),
+        (["cuda_graph=always", "methods=[ar]"], "cuda_graph must be one of"),
     ],
 )
 def test_bad_input_is_refused_with_the_valid_choices(overrides, message, tmp_path, monkeypatch):
@@ -92,7 +102,7 @@ def test_bad_input_is_refused_with_the_valid_choices(overrides, message, tmp_pat
 def test_every_preset_composes_with_valid_choices(preset):
     with initialize_config_dir(config_dir=CONF, version_base="1.3"):
         cfg = compose("decode", overrides=[f"preset={preset}"])
-    from inference.decoding.api import DECODING_METHODS
+    from inference.decoding.methods import DECODING_METHODS
     from inference.eval.prompt_sets import BENCHMARKS
 
     assert set(cfg.methods) <= set(DECODING_METHODS) and cfg.target.spec == "smollm2"

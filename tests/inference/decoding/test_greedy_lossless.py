@@ -3,17 +3,18 @@
 import pytest
 import torch
 
-from inference.decoding import ARDecoder, PromptTooLongError, build_decoder
+from inference.decoding import ARDecoder, DecodeOptions, PromptTooLongError, build_decoder
 
 
 def _prompt(length: int, seed: int) -> list[int]:
     return torch.randint(0, 256, (length,), generator=torch.Generator().manual_seed(seed)).tolist()
 
 
-def _assert_methods_equal_ar(target, drafter, prompt, max_new, methods=("dflash", "domino"), **kwargs):
-    expected = build_decoder("ar", target, **kwargs).generate(prompt, max_new)
+def _assert_methods_equal_ar(target, drafter, prompt, max_new, methods=("dflash", "domino"), **options):
+    options = DecodeOptions(**options)
+    expected = build_decoder("ar", target, options=options).generate(prompt, max_new)
     for method in methods:
-        out = build_decoder(method, target, drafter, **kwargs).generate(prompt, max_new)
+        out = build_decoder(method, target, drafter, options).generate(prompt, max_new)
         assert out.tokens == expected.tokens, method
         assert out.finish_reason == expected.finish_reason
         stats = out.stats
@@ -49,7 +50,7 @@ def test_stop_tokens_end_the_generation_where_ar_stops(any_tiny_target, trained_
     drafter, seqs = trained_drafter(target)
     for row in range(len(seqs)):  # a continuation whose tokens change late, inside a round
         prompt = seqs[row, :9]
-        free = ARDecoder(target, stop_token_ids=[]).generate(prompt, 40).tokens
+        free = ARDecoder(target, DecodeOptions(stop_token_ids=[])).generate(prompt, 40).tokens
         firsts = {t: free.index(t) for t in dict.fromkeys(free)}  # each token's first position
         if max(firsts.values()) > 8:
             break
@@ -74,4 +75,4 @@ def test_the_context_limit_caps_the_output_and_refuses_full_prompts(qwen_target,
     assert len(out.tokens) == 6
     for method in ("ar", "domino"):
         with pytest.raises(PromptTooLongError, match="20 tokens"):
-            build_decoder(method, qwen_target, drafter, max_context=20).generate(prompt, 5)
+            build_decoder(method, qwen_target, drafter, DecodeOptions(max_context=20)).generate(prompt, 5)

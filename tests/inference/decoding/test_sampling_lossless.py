@@ -3,7 +3,7 @@ law of the first three tokens, computed by enumerating the target's top-k suppor
 
 import pytest
 
-from inference.decoding import build_decoder
+from inference.decoding import DecodeOptions, build_decoder
 from inference.decoding.sampling import SamplingParams
 
 CASES = [
@@ -21,7 +21,7 @@ def test_sampled_tokens_follow_the_target_distribution(
     trained, seqs = trained_drafter(qwen_target)
     drafter = with_block_size(trained, qwen_target, 3)  # 2 drafts: tokens 2 and 3 come from verify rounds
     prompt = seqs[0, :9]
-    decoder = build_decoder(method, qwen_target, drafter, params, verify, stop_token_ids=[])
+    decoder = build_decoder(method, qwen_target, drafter, DecodeOptions(params, verify, stop_token_ids=[]))
     counts, lengths = sample_counts(decoder, prompt, 300)
     assert chi_square_pvalue(counts, exact_joint(qwen_target, prompt, params)) > 1e-3
     assert 1 in lengths and max(lengths) >= 2  # rejected and accepted drafts both occurred

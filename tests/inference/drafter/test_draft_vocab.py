@@ -9,7 +9,7 @@ import pytest
 import torch
 
 from inference import DominoDrafter, DrafterCheckpointError
-from inference.decoding import build_decoder
+from inference.decoding import DecodeOptions, TreeOptions, build_decoder
 from inference.decoding.sampling import SamplingParams
 
 
@@ -65,8 +65,8 @@ def test_greedy_decoding_with_a_draft_vocabulary_is_lossless(qwen_target, subset
     drafter, seqs = subset
     for row in (0, 3):
         prompt = seqs[row, :9]
-        expected = build_decoder("ar", qwen_target, stop_token_ids=[]).generate(prompt, 40)
-        out = build_decoder(method, qwen_target, drafter, stop_token_ids=[]).generate(prompt, 40)
+        expected = build_decoder("ar", qwen_target, options=DecodeOptions(stop_token_ids=[])).generate(prompt, 40)
+        out = build_decoder(method, qwen_target, drafter, DecodeOptions(stop_token_ids=[])).generate(prompt, 40)
         assert out.tokens == expected.tokens
         assert out.stats.tau > 1.5  # the restricted drafter still drafts the sequences it learnt
 
@@ -74,7 +74,7 @@ def test_greedy_decoding_with_a_draft_vocabulary_is_lossless(qwen_target, subset
 def test_drafts_outside_the_subset_are_never_proposed(qwen_target, subset):
     drafter, seqs = subset
     allowed = set(drafter.draft_to_target().tolist())
-    decoder = build_decoder("domino", qwen_target, drafter, stop_token_ids=[])
+    decoder = build_decoder("domino", qwen_target, drafter, DecodeOptions(stop_token_ids=[]))
     state_tokens = []
     original = decoder.draft
 
@@ -90,7 +90,7 @@ def test_drafts_outside_the_subset_are_never_proposed(qwen_target, subset):
 
 @pytest.mark.parametrize(
     ("method", "verify", "tree"),
-    [("domino", "rejection", None), ("dflash", "match", None), ("dominotree", "residual", dict(budget=4))],
+    [("domino", "rejection", None), ("dflash", "match", None), ("dominotree", "residual", TreeOptions(budget=4))],
 )
 def test_sampling_with_a_draft_vocabulary_is_exact(
     qwen_target, subset, with_block_size, method, verify, tree, chi_square_pvalue, exact_joint, sample_counts
@@ -99,8 +99,7 @@ def test_sampling_with_a_draft_vocabulary_is_exact(
     drafter = with_block_size(drafter, qwen_target, 3)
     params = SamplingParams(temperature=1.0, top_k=3)
     prompt = seqs[0, :9]
-    kw = {"tree": tree} if tree else {}
-    decoder = build_decoder(method, qwen_target, drafter, params, verify, stop_token_ids=[], **kw)
+    decoder = build_decoder(method, qwen_target, drafter, DecodeOptions(params, verify, stop_token_ids=[]), tree)
     counts, lengths = sample_counts(decoder, prompt, 300)
     assert chi_square_pvalue(counts, exact_joint(qwen_target, prompt, params)) > 1e-3
     assert max(lengths) >= 2

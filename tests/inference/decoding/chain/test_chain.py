@@ -82,7 +82,7 @@ class _SnapshotDecoder(ChainDecoder):
 def test_caches_hold_exactly_the_committed_context(qwen_target, trained_drafter):
     target = qwen_target
     drafter, seqs = trained_drafter(target)
-    decoder = _SnapshotDecoder(target, drafter, use_head=True)
+    decoder = _SnapshotDecoder(target, drafter, "domino")
     decoder.snapshots = []
     prompt = seqs[1, :9]
     decoder.generate(prompt, 30)

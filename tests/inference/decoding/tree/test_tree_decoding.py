@@ -3,16 +3,17 @@
 import pytest
 import torch
 
-from inference.decoding import build_decoder
+from inference.decoding import DecodeOptions, TreeOptions, build_decoder
 from inference.decoding.sampling import SamplingParams
 
 TREES = ("ddtree", "dominotree")
 
 
-def _equal_to_ar(target, drafter, prompt, max_new, tree, **kwargs):
-    expected = build_decoder("ar", target, **kwargs).generate(prompt, max_new)
+def _equal_to_ar(target, drafter, prompt, max_new, tree, **options):
+    options = DecodeOptions(**options)
+    expected = build_decoder("ar", target, options=options).generate(prompt, max_new)
     for method in TREES:
-        out = build_decoder(method, target, drafter, tree=tree, **kwargs).generate(prompt, max_new)
+        out = build_decoder(method, target, drafter, options, TreeOptions(**tree)).generate(prompt, max_new)
         assert out.tokens == expected.tokens, (method, tree)
         assert out.finish_reason == expected.finish_reason
         if out.stats.rounds:
@@ -47,7 +48,7 @@ def test_stop_tokens_and_exact_lengths(qwen_target, trained_drafter):
     for max_new in (1, 2, 7, 8, 9):
         out = _equal_to_ar(qwen_target, drafter, seqs[1, :9], max_new, dict(budget=8), stop_token_ids=[])
         assert len(out.tokens) == max_new
-    free = build_decoder("ar", qwen_target, stop_token_ids=[]).generate(seqs[1, :9], 30).tokens
+    free = build_decoder("ar", qwen_target, options=DecodeOptions(stop_token_ids=[])).generate(seqs[1, :9], 30).tokens
     stop = free[12]
     out = _equal_to_ar(qwen_target, drafter, seqs[1, :9], 30, dict(budget=8), stop_token_ids=[stop])
     assert out.tokens == free[: free.index(stop) + 1]
@@ -57,7 +58,7 @@ def test_trees_accept_more_than_chains_on_a_trained_drafter(qwen_target, trained
     drafter, seqs = trained_drafter(qwen_target)
     taus = {}
     for method in ("domino", "dominotree", "ddtree"):
-        decoder = build_decoder(method, qwen_target, drafter, tree=dict(budget=32), stop_token_ids=[])
+        decoder = build_decoder(method, qwen_target, drafter, DecodeOptions(stop_token_ids=[]), TreeOptions(budget=32))
         rounds = [decoder.generate(seqs[r, :9], 40).stats for r in range(4)]
         taus[method] = sum(sum(s.accept_lengths) for s in rounds) / sum(s.rounds for s in rounds)
     assert taus["dominotree"] >= taus["domino"]
@@ -79,7 +80,8 @@ def test_sampled_tree_tokens_follow_the_target_distribution(
     drafter = with_block_size(trained, qwen_target, 3)
     params = SamplingParams(temperature=1.0, top_k=2)
     prompt = seqs[0, :9]
-    decoder = build_decoder(method, qwen_target, drafter, params, verify, stop_token_ids=[], tree=dict(budget=4))
+    options = DecodeOptions(params, verify, stop_token_ids=[])
+    decoder = build_decoder(method, qwen_target, drafter, options, TreeOptions(budget=4))
     counts, lengths = sample_counts(decoder, prompt, 300)
     assert chi_square_pvalue(counts, exact_joint(qwen_target, prompt, params)) > 1e-3
     assert 1 in lengths and max(lengths) >= 2
@@ -89,8 +91,8 @@ def test_bad_tree_options(qwen_target, make_drafter):
     with pytest.raises(ValueError, match="needs a drafter with a Domino head"):
         build_decoder("dominotree", qwen_target, make_drafter(qwen_target, head=None))
     with pytest.raises(ValueError, match="unknown verify rule 'rejection' for ddtree"):
-        build_decoder("ddtree", qwen_target, make_drafter(qwen_target), verify="rejection")
+        build_decoder("ddtree", qwen_target, make_drafter(qwen_target), DecodeOptions(verify="rejection"))
     with pytest.raises(ValueError, match="budget must be"):
-        build_decoder("ddtree", qwen_target, make_drafter(qwen_target), tree=dict(budget=0))
+        TreeOptions(budget=0)
     with pytest.raises(ValueError, match="cuda_graph=on needs a CUDA device"):
-        build_decoder("dominotree", qwen_target, make_drafter(qwen_target), cuda_graph="on")
+        build_decoder("dominotree", qwen_target, make_drafter(qwen_target), DecodeOptions(cuda_graph="on"))

@@ -1,0 +1,52 @@
+"""The typed options of a decoder: `DecodeOptions` for every method, `TreeOptions` for the tree methods.
+
+Each is checked when it is built, so `domino-decode` refuses a bad value before any model loads, and a
+decoder constructor receives one object instead of a list of loose arguments.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Iterable
+from dataclasses import dataclass, field
+
+from inference.decoding.cuda_graph import CUDA_GRAPH_MODES
+from inference.decoding.sampling import SamplingParams
+
+
+@dataclass(frozen=True)
+class DecodeOptions:
+    """How a decoder runs, beyond its models."""
+
+    sampling: SamplingParams = field(default_factory=SamplingParams)
+    verify: str = "match"  # the acceptance rule; a method's accepted rules: DECODING_METHODS[m].verify_rules
+    stop_token_ids: Iterable[int] | None = None  # None = the target's own stop tokens; stored as a frozenset
+    max_context: int | None = None  # positions a prompt + its output may use; None = the target's limit
+    sync_stages: bool = True  # on CUDA, synchronise at stage boundaries so the draft / verify split is real
+    cuda_graph: str = "auto"  # auto | on | off: replay the chain rollout and tree expansions as CUDA graphs
+
+    def __post_init__(self) -> None:
+        if not isinstance(self.sampling, SamplingParams):
+            raise TypeError(f"sampling must be a SamplingParams, got {type(self.sampling).__name__}")
+        if self.cuda_graph not in CUDA_GRAPH_MODES:
+            raise ValueError(f"cuda_graph must be one of {CUDA_GRAPH_MODES}, got {self.cuda_graph!r}")
+        if self.max_context is not None and self.max_context < 1:
+            raise ValueError(f"max_context must be >= 1 position (or None for the target's), got {self.max_context}")
+        if self.stop_token_ids is not None:
+            object.__setattr__(self, "stop_token_ids", frozenset(int(t) for t in self.stop_token_ids))
+
+
+@dataclass(frozen=True)
+class TreeOptions:
+    """The draft tree of `ddtree` and `dominotree`."""
+
+    budget: int = 16  # draft nodes per round, the root excluded
+    top_m: int = 64  # dominotree: candidates per draft position, fixed once per round (0 = whole vocabulary)
+    node_topk: int = 8  # dominotree: children scored per expanded node
+
+    def __post_init__(self) -> None:
+        if self.budget < 1:
+            raise ValueError(f"tree budget must be >= 1 node, got {self.budget}")
+        if self.top_m < 0:
+            raise ValueError(f"tree top_m must be >= 0 (0 = the whole vocabulary), got {self.top_m}")
+        if self.node_topk < 1:
+            raise ValueError(f"tree node_topk must be >= 1 child per node, got {self.node_topk}")
