@@ -20,7 +20,7 @@ install: $(STAMP)
 
 # The embedded default, end to end and offline: SmolLM2-135M regenerates 32 ShareGPT conversations, a
 # Domino drafter trains on them, and every decoding method is measured on held-out prompts.
-DEMO_DATA := name=demo-smollm2 data.source.sources.sharegpt.limit=32 prepare.max_user_turns=1 \
+DEMO_DATA := name=demo-smollm2 pipeline.source.sources.sharegpt.limit=32 prepare.max_user_turns=1 \
 	prepare.max_chars=1500 regenerate.max_new_tokens=64 tokenize.max_length=384 \
 	stages=[prepare,regenerate,tokenize,cache] cache.num_draft_layers=4
 

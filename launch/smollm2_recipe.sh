@@ -16,8 +16,8 @@ LOGS=${DOMINO_LOGS:-artifacts/runs}  # where each training's console log goes
 
 FIRST_TURNS="prepare.max_user_turns=1 prepare.max_chars=12000 tokenize.max_length=768"
 CACHE="cache.num_draft_layers=4 cache.shard_bytes=268435456 cache.batch_tokens=4096"
-REGEN="regenerate.max_new_tokens=320 regenerate.shard_size=256 data.backend.batch_size=128 \
-  data.backend.max_batch_tokens=76800 regenerate.max_context=768"
+REGEN="regenerate.max_new_tokens=320 regenerate.shard_size=256 pipeline.backend.batch_size=128 \
+  pipeline.backend.max_batch_tokens=76800 regenerate.max_context=768"
 
 # data set name, then its stages' overrides
 stage() {
@@ -31,11 +31,11 @@ stage() {
   "$BIN/domino-data" name="$name" $FIRST_TURNS $CACHE "$@"
 }
 
-stage smollm2-val stages=[prepare,regenerate,tokenize,cache] data.source.sources.sharegpt.limit=200 $REGEN
-stage smollm2-regen stages=[prepare,regenerate,tokenize,cache] data.source.sources.sharegpt.skip=200 \
-  data.source.sources.sharegpt.limit=1000 $REGEN
+stage smollm2-val stages=[prepare,regenerate,tokenize,cache] pipeline.source.sources.sharegpt.limit=200 $REGEN
+stage smollm2-regen stages=[prepare,regenerate,tokenize,cache] pipeline.source.sources.sharegpt.skip=200 \
+  pipeline.source.sources.sharegpt.limit=1000 $REGEN
 stage smollm2-distill stages=[prepare,tokenize,cache] tokenize.input=prepared \
-  data.source.sources.sharegpt.skip=1200 data.source.sources.sharegpt.limit=2400
+  pipeline.source.sources.sharegpt.skip=1200 pipeline.source.sources.sharegpt.limit=2400
 
 # The two drafters train side by side, one core each (two 2-thread jobs on 2 cores run far slower);
 # each logs to $LOGS/smollm2_<variant>/$RUN_ID.log. The script fails if either training fails.

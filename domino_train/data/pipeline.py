@@ -23,18 +23,18 @@ def _read_json(path: Path) -> Any:
 
 
 def _prepare(cfg: DictConfig, out: Path) -> dict[str, Any]:
-    sources = {name: instantiate(spec, name=name) for name, spec in cfg.data.source.sources.items()}
+    sources = {name: instantiate(spec, name=name) for name, spec in cfg.pipeline.source.sources.items()}
     return prepare(sources, out / "prepared", **cfg.prepare)
 
 
 def _regenerate(cfg: DictConfig, out: Path) -> dict[str, Any]:
-    backend_cls = get_class(cfg.data.backend._target_)
+    backend_cls = get_class(cfg.pipeline.backend._target_)
     target = instantiate(cfg.target, device=None if backend_cls.needs_weights else "meta")
     r = cfg.regenerate
     sampling = SamplingParams(r.temperature, r.top_k, r.top_p)
     extra = {} if backend_cls.needs_weights else {"chat_template_kwargs": target.chat_template_kwargs}
     # Objects go in through a partial: instantiate() would turn a dataclass argument into a config.
-    backend = instantiate(cfg.data.backend, _partial_=True)(
+    backend = instantiate(cfg.pipeline.backend, _partial_=True)(
         target=target, sampling=sampling, max_new_tokens=r.max_new_tokens, **extra
     )
     if r.max_context is not None:  # a tighter context than the target's: long prompts are dropped
@@ -44,7 +44,7 @@ def _regenerate(cfg: DictConfig, out: Path) -> dict[str, Any]:
         "target": target.name,
         "chat_template_kwargs": target.chat_template_kwargs,
         "sampling": vars(sampling),
-        "backend": OmegaConf.to_container(cfg.data.backend),
+        "backend": OmegaConf.to_container(cfg.pipeline.backend),
     }
     return regenerate(
         backend, out / "prepared", out / "regenerated", settings, r.max_new_tokens, r.seed, r.shard_size, r.limit
@@ -62,7 +62,7 @@ def _tokenize(cfg: DictConfig, out: Path) -> dict[str, Any]:
         }
         if t.input == "regenerated"
         else None,
-        "source_config": OmegaConf.to_container(cfg.data.source),
+        "source_config": OmegaConf.to_container(cfg.pipeline.source),
     }
     return tokenize(target, out / t.input, out / "tokenized", t.max_length, t.end_of_turn, lineage)
 

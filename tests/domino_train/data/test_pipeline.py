@@ -30,11 +30,11 @@ def _resolve_hydra(cfg, tmp_path):
 
 @pytest.mark.parametrize("source", SOURCES)
 def test_every_source_recipe_composes_and_instantiates(source, tmp_path):
-    overrides = [f"data/source={source}"]
+    overrides = [f"pipeline/source={source}"]
     if source == "local_files":
-        overrides.append(f"data.source.sources.local.paths=[{tmp_path}/a.jsonl]")
+        overrides.append(f"pipeline.source.sources.local.paths=[{tmp_path}/a.jsonl]")
     cfg = _resolve_hydra(_compose(overrides), tmp_path)
-    for name, spec in cfg.data.source.sources.items():
+    for name, spec in cfg.pipeline.source.sources.items():
         assert isinstance(instantiate(spec, name=name), Source)
     assert cfg.out_dir.startswith(str(tmp_path))
 
@@ -43,8 +43,8 @@ def test_the_pipeline_runs_end_to_end_on_a_tiny_target(tmp_path, tiny_corpus):
     cfg = _compose(
         [
             "target=tiny",
-            "data/source=local_files",
-            f"data.source.sources.local.paths=[{tiny_corpus}]",
+            "pipeline/source=local_files",
+            f"pipeline.source.sources.local.paths=[{tiny_corpus}]",
             "stages=[prepare,regenerate,tokenize,cache]",
             "regenerate.max_new_tokens=4",
             "regenerate.temperature=1.0",
@@ -78,8 +78,8 @@ def test_regenerate_max_context_drops_prompts_that_do_not_fit(tmp_path, tiny_cor
         cfg = _compose(
             [
                 "target=tiny",
-                "data/source=local_files",
-                f"data.source.sources.local.paths=[{tiny_corpus}]",
+                "pipeline/source=local_files",
+                f"pipeline.source.sources.local.paths=[{tiny_corpus}]",
                 "stages=[prepare,regenerate]",
                 "regenerate.max_new_tokens=4",
                 f"regenerate.max_context={max_context}",
