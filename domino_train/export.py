@@ -42,19 +42,55 @@ def write_export(
     return dirpath
 
 
+# Everything a ZeRO checkpoint directory of ours names besides tensors (DeepSpeed pickles its own config
+# enums and Python containers next to the shards); anything else is refused before DeepSpeed loads it.
+ZERO_GLOBALS = frozenset(
+    {
+        "deepspeed.runtime.fp16.loss_scaler.LossScaler",
+        "deepspeed.runtime.zero.config.ZeroStageEnum",
+        "deepspeed.utils.tensor_fragment.fragment_address",
+    }
+)
+
+
+def _names_in_pickle(path: Path) -> set[str]:
+    """The callables a pickle would import and run on load, read from its opcodes (nothing executed)."""
+    try:
+        return set(torch.serialization.get_unsafe_globals_in_checkpoint(path))
+    except Exception as e:  # a damaged or foreign file
+        raise DrafterCheckpointError(f"{path}: cannot read the checkpoint ({type(e).__name__}: {e})") from e
+
+
+def _refuse_code(path: Path, names: set[str], allowed: frozenset[str] = frozenset()) -> None:
+    unknown = sorted(names - allowed)
+    if unknown:
+        raise DrafterCheckpointError(
+            f"{path}: refused, loading it would run code: its pickle names {unknown}, which a domino_train "
+            "checkpoint never holds. Export only checkpoints from runs you trust; re-save this one as a plain "
+            "state dict of tensors if you trust its source."
+        )
+
+
 def read_training_checkpoint(path: str | Path) -> dict[str, Any]:
-    """The checkpoint dict of a `.ckpt` file, or of a ZeRO directory consolidated to fp32."""
+    """The checkpoint dict of a `.ckpt` file, or of a ZeRO directory consolidated to fp32.
+
+    No code from the file runs: a `.ckpt` loads with `weights_only=True` (tensors and plain containers),
+    and every pickle of a ZeRO directory is checked against `ZERO_GLOBALS` before DeepSpeed reads it.
+    """
     path = Path(path)
     if path.is_dir():
         from lightning.pytorch.utilities.deepspeed import convert_zero_checkpoint_to_fp32_state_dict
 
+        for part in sorted(path.rglob("*.pt")):
+            _refuse_code(part, _names_in_pickle(part), ZERO_GLOBALS)
         with tempfile.TemporaryDirectory() as tmp:
             convert_zero_checkpoint_to_fp32_state_dict(str(path), str(Path(tmp) / "consolidated.ckpt"))
-            return torch.load(Path(tmp) / "consolidated.ckpt", map_location="cpu", weights_only=False)
+            return torch.load(Path(tmp) / "consolidated.ckpt", map_location="cpu", weights_only=True)
     if not path.is_file():
         raise FileNotFoundError(f"{path}: no such checkpoint (a .ckpt file or a DeepSpeed checkpoint directory)")
+    _refuse_code(path, _names_in_pickle(path))
     try:
-        return torch.load(path, map_location="cpu", weights_only=False)
+        return torch.load(path, map_location="cpu", weights_only=True)
     except Exception as e:  # torch raises RuntimeError / UnpicklingError / EOFError on damaged files
         raise DrafterCheckpointError(f"{path}: cannot read the checkpoint ({type(e).__name__}: {e})") from e
 

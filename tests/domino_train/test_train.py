@@ -232,6 +232,32 @@ def test_export_refuses_bad_checkpoints(tmp_path):
         export_checkpoint(tmp_path / "foreign.ckpt", tmp_path / "out")
 
 
+class _RunsCode:
+    """Unpickling this touches `marker`: the shape of any pickle that runs code on load."""
+
+    def __init__(self, marker: Path) -> None:
+        self.marker = marker
+
+    def __reduce__(self):
+        return (Path.touch, (self.marker,))
+
+
+@pytest.mark.parametrize("layout", ["ckpt", "zero"])
+def test_export_never_runs_code_from_a_checkpoint(tmp_path, layout):
+    marker = tmp_path / "ran"
+    payload = {"drafter_config": {}, "state_dict": {}, "callbacks": _RunsCode(marker)}
+    if layout == "ckpt":
+        path = tmp_path / "sent.ckpt"
+        torch.save(payload, path)
+    else:
+        path = tmp_path / "sent_zero.ckpt"
+        (path / "checkpoint").mkdir(parents=True)
+        torch.save(payload, path / "checkpoint" / "zero_pp_rank_0_mp_rank_00_optim_states.pt")
+    with pytest.raises(DrafterCheckpointError, match=r"refused, loading it would run code: .*pathlib"):
+        export_checkpoint(path, tmp_path / "out")
+    assert not marker.exists() and not (tmp_path / "out").exists()
+
+
 @pytest.mark.slow
 def test_ddp_two_cpu_processes(tiny_cfg, tmp_path):
     cfg = tiny_cfg(
