@@ -1,4 +1,6 @@
-"""A DeepSpeed strategy that also runs on CPUs, so ZeRO-2/3 training and checkpoints are testable here.
+"""DeepSpeed on any machine: `deepspeed_strategy` (the `_target_` of `conf/strategy/deepspeed_stage_*.yaml`)
+builds Lightning's `DeepSpeedStrategy` where CUDA is available and `CPUDeepSpeedStrategy` where it is not,
+so `strategy=deepspeed_stage_2` is one override on a GPU node and on a laptop alike.
 
 Lightning's `DeepSpeedStrategy` refuses non-CUDA accelerators, validates CUDA device indices, and hands
 DeepSpeed the CUDA device index; on a CPU there is none. This subclass lifts exactly those three
@@ -9,12 +11,16 @@ the whole pytest command in each child). On GPUs use Lightning's own `DeepSpeedS
 
 from __future__ import annotations
 
+import logging
 import os
+from typing import Any
 
 import torch
 from lightning.fabric.utilities.seed import reset_seed
 from lightning.pytorch.strategies import DDPStrategy, DeepSpeedStrategy
 from lightning.pytorch.strategies.launchers.multiprocessing import _MultiProcessingLauncher
+
+log = logging.getLogger(__name__)
 
 
 class _SpawnWithoutWeightTransfer(_MultiProcessingLauncher):
@@ -49,3 +55,11 @@ class CPUDeepSpeedStrategy(DeepSpeedStrategy):
 
     def _configure_launcher(self) -> None:
         self._launcher = _SpawnWithoutWeightTransfer(self, start_method="spawn")
+
+
+def deepspeed_strategy(**kwargs: Any) -> DeepSpeedStrategy:
+    """Lightning's `DeepSpeedStrategy(**kwargs)` on CUDA, else `CPUDeepSpeedStrategy(**kwargs)` (gloo, spawn)."""
+    if torch.cuda.is_available():
+        return DeepSpeedStrategy(**kwargs)
+    log.warning("no CUDA device: DeepSpeed ZeRO-%s runs on the CPU (gloo process group)", kwargs.get("stage"))
+    return CPUDeepSpeedStrategy(**kwargs)

@@ -7,6 +7,7 @@ from typing import Any
 
 import lightning as L
 from hydra.utils import instantiate
+from lightning.pytorch.callbacks import ProgressBar
 from lightning.pytorch.loggers import WandbLogger
 from omegaconf import DictConfig, OmegaConf
 
@@ -43,6 +44,8 @@ def build(cfg: DictConfig) -> tuple[DominoLitModule, L.LightningDataModule, L.Tr
         **OmegaConf.to_container(cfg.train, resolve=True),
     )
     callbacks = [instantiate(c) for c in (cfg.get("callbacks") or {}).values() if c is not None]
+    if not cfg.trainer.get("enable_progress_bar", True):  # Lightning refuses the flag next to a bar callback
+        callbacks = [c for c in callbacks if not isinstance(c, ProgressBar)]
     loggers = [instantiate(c) for c in (cfg.get("logger") or {}).values() if c is not None]
     make_trainer = instantiate(cfg.trainer)
     plugins = [*(make_trainer.keywords.get("plugins") or []), *cluster_plugins()]

@@ -7,14 +7,13 @@ from omegaconf import DictConfig
 
 from domino_train import CONF_DIR
 from domino_train.data.pipeline import run
+from inference.cli.errors import one_line_errors
 
 
 @hydra.main(version_base="1.3", config_path=CONF_DIR, config_name="data_pipeline")
+@one_line_errors("domino-data")
 def main(cfg: DictConfig) -> None:
-    try:
-        run(cfg)
-    except (FileNotFoundError, ValueError) as e:  # bad input: one line that names the problem, no traceback
-        raise SystemExit(f"domino-data: {e}") from None
+    run(cfg)
 
 
 if __name__ == "__main__":

@@ -3,13 +3,16 @@
 from __future__ import annotations
 
 import hydra
+from lightning.fabric.utilities.exceptions import MisconfigurationException
 from omegaconf import DictConfig
 
 from domino_train import CONF_DIR
 from domino_train.train import train
+from inference.cli.errors import one_line_errors
 
 
 @hydra.main(version_base="1.3", config_path=CONF_DIR, config_name="train")
+@one_line_errors("domino-train", extra=(MisconfigurationException,))
 def main(cfg: DictConfig) -> float | None:
     metrics = train(cfg)
     return metrics.get("val/tau_final")

@@ -10,6 +10,7 @@ from __future__ import annotations
 
 import logging
 import subprocess
+import sys
 from dataclasses import asdict, replace
 from pathlib import Path
 from typing import Any
@@ -18,6 +19,7 @@ import hydra
 import torch
 from omegaconf import DictConfig, OmegaConf
 
+from inference.cli.errors import one_line_errors, refuse_slips
 from inference.decoding.api import build_decoder
 from inference.decoding.methods import DECODING_METHODS, check_drafter, check_options, method_spec
 from inference.decoding.options import DecodeOptions, TreeOptions
@@ -127,9 +129,24 @@ def run(cfg: DictConfig, out_dir: Path) -> dict[str, Any]:
     return report
 
 
+# Overrides whose key is not in conf/decode.yaml, where Hydra's own hint ("use +drafter=...") would mislead.
+SLIPS = {
+    "drafter": "the drafter folder is `drafter_path=PATH` (`baseline_drafter_path=PATH` for dflash / ddtree)",
+    "baseline_drafter": "the baselines' drafter folder is `baseline_drafter_path=PATH`",
+    "method": "methods are a list: `methods=[ar,domino]`",
+}
+
+
 @hydra.main(version_base="1.3", config_path=str(CONF_DIR), config_name="decode")
-def main(cfg: DictConfig) -> None:
+@one_line_errors("domino-decode")
+def _decode(cfg: DictConfig) -> None:
     run(cfg, Path(hydra.core.hydra_config.HydraConfig.get().runtime.output_dir))
+
+
+def main() -> None:
+    """The `domino-decode` console script."""
+    refuse_slips("domino-decode", sys.argv[1:], SLIPS)
+    _decode()
 
 
 if __name__ == "__main__":

@@ -28,8 +28,7 @@ def _compose_train(overrides: list[str], run_dir: Path | None = None):
 TINY_FAST = [
     "experiment=tiny",
     "logger=none",
-    "callbacks.progress_bar=null",
-    "trainer.enable_progress_bar=false",
+    "trainer.enable_progress_bar=false",  # drops the progress-bar callback too
     "trainer.enable_model_summary=false",
 ]
 

@@ -35,7 +35,6 @@ def runs(tmp_path_factory, compose_train):
                 "callbacks.model_checkpoint.every_n_train_steps=8",
                 "data.num_rows=24",
                 "data.val_size=4",
-                "callbacks.progress_bar=null",
                 "trainer.enable_progress_bar=false",
                 "trainer.enable_model_summary=false",
                 f"paths.output_dir={log_dir / 'tiny' / name}",

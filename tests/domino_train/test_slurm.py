@@ -170,8 +170,7 @@ def fake_sweep(tmp_path_factory):
         "callbacks.model_checkpoint.every_n_train_steps=5",
         "data.num_rows=32",
         "data.val_size=4",
-        "trainer.enable_progress_bar=false",
-        "callbacks.progress_bar=null",
+        "trainer.enable_progress_bar=false",  # and no callbacks.progress_bar=null: the flag alone is enough
     ]
     master = subprocess.Popen(cmd, cwd=root, env=env, stdout=subprocess.PIPE, stderr=subprocess.STDOUT, text=True)
     sweep = root / "artifacts" / "runs" / "multirun" / "fake"

@@ -127,3 +127,23 @@ def test_baselines_draft_with_the_baseline_drafter(drafter_path, qwen_target, ma
     assert given["domino"].head is not None
     assert all(report["results"]["humaneval"][m]["lossless"] for m in ("dflash", "domino", "ddtree"))
     assert report["baseline_drafter"] == str(dflash)
+
+
+def test_drafter_is_answered_with_the_right_key(monkeypatch):
+    for slip in ("drafter=out/export", "+drafter=out/export"):
+        monkeypatch.setattr(sys, "argv", ["domino-decode", slip])
+        with pytest.raises(SystemExit, match=r"the drafter folder is `drafter_path=PATH`"):
+            decode.main()
+
+
+def test_bad_input_ends_in_one_line_unless_hydra_full_error(tmp_path, monkeypatch, restore_logging):
+    argv = ["domino-decode", *QUICK, "methods=[ar,medusa]", f"hydra.run.dir={tmp_path}"]
+    monkeypatch.setattr(sys, "argv", argv)
+    monkeypatch.delenv("HYDRA_FULL_ERROR", raising=False)
+    with pytest.raises(SystemExit) as stop:
+        decode.main()
+    message = str(stop.value.code)
+    assert message.startswith("domino-decode: error: unknown decoding method 'medusa'") and "\n" not in message
+    monkeypatch.setenv("HYDRA_FULL_ERROR", "1")
+    with pytest.raises(ValueError, match="unknown decoding method 'medusa'"):
+        decode.main()
