@@ -4,6 +4,10 @@ Hydra config `conf/decode.yaml` (the target comes from the `conf/target/` group 
 Everything that can be refused is refused before the target is loaded: unknown methods, verify rules,
 tree options or benchmarks, a missing prompt set, a drafter that does not fit the target (the checkpoint
 validator's message) and a plain DFlash drafter for a method that needs the Domino head.
+
+Each finished prompt's records go to `records.jsonl` in the run directory as it finishes; rerunning the
+same command with `hydra.run.dir=<that directory>` resumes a stopped run without redoing finished prompts,
+and the result files are always rebuilt from all the records.
 """
 
 from __future__ import annotations
@@ -27,6 +31,7 @@ from inference.decoding.sampling import SamplingParams
 from inference.drafter import DominoDrafter
 from inference.eval.loop import run_dataset, warm_up
 from inference.eval.prompt_sets import load_benchmark
+from inference.eval.records import RecordLog
 from inference.eval.results import write_outputs
 from inference.targets.loader import default_dtype, load_target_config
 
@@ -57,6 +62,13 @@ def _drafter_paths(cfg: DictConfig, methods: list[str]) -> dict[str, str]:
     return paths
 
 
+def _measured_settings(cfg: DictConfig) -> dict[str, Any]:
+    """What the records of a run depend on: a resumed run must match it (threads, progress and warm-up not)."""
+    keys = ("target", "drafter_path", "baseline_drafter_path", "methods", "verify", "cuda_graph", "tree", "bench")
+    keys += ("bench_data", "max_turns", "max_new_tokens", "temperature", "top_k", "top_p", "seed", "max_context")
+    return {k: OmegaConf.to_container(cfg[k], resolve=True) if OmegaConf.is_config(cfg[k]) else cfg[k] for k in keys}
+
+
 def run(cfg: DictConfig, out_dir: Path) -> dict[str, Any]:
     """The whole evaluation; returns the report written to `out_dir/results.json`."""
     methods = list(cfg.methods)
@@ -76,6 +88,10 @@ def run(cfg: DictConfig, out_dir: Path) -> dict[str, Any]:
     benchmarks = dict(load_benchmark(spec, data_paths, cfg.bench_hub) for spec in cfg.bench)
 
     paths = _drafter_paths(cfg, methods)
+    record_log = RecordLog(out_dir)
+    previous = record_log.start(_measured_settings(cfg))
+    if previous:
+        log.info("resuming %s: %d generations already recorded", out_dir, len(previous))
     drafters: dict[str, DominoDrafter] = {}
     if paths:
         # The target's device and dtype as `load_target` will choose them, so the drafter loads straight
@@ -106,8 +122,21 @@ def run(cfg: DictConfig, out_dir: Path) -> dict[str, Any]:
         warm_up(decoders, target, cfg.warmup_tokens)
     records = []
     for name, prompts in benchmarks.items():
+        held = {}
+        for r in previous:
+            if r.dataset == name:
+                held.setdefault(r.prompt_id, []).append(r)
         records += run_dataset(
-            name, prompts, decoders, target, cfg.max_new_tokens, cfg.seed, cfg.progress, cfg.max_turns
+            name,
+            prompts,
+            decoders,
+            target,
+            cfg.max_new_tokens,
+            cfg.seed,
+            cfg.progress,
+            cfg.max_turns,
+            done=held,
+            on_prompt=record_log.append,
         )
     meta = {
         "target": target.name,

@@ -15,7 +15,7 @@ from collections import Counter, defaultdict
 from pathlib import Path
 from typing import Any
 
-from inference.eval.loop import Record
+from inference.eval.records import Record
 
 log = logging.getLogger(__name__)
 STAGES = ("prefill", "decode", "draft", "verify", "commit")
@@ -136,21 +136,8 @@ def generation_rows(records: list[Record]) -> list[dict[str, Any]]:
     """One JSON object per generation (skipped ones included, with their reason)."""
     rows = []
     for r in records:
-        row: dict[str, Any] = {"dataset": r.dataset, "method": r.method, "prompt_id": r.prompt_id, "turn": r.turn}
-        if r.skipped:
-            row["skipped"] = r.skip_reason
-        else:
-            s = r.stats
-            row |= {
-                "prompt_tokens": s.prompt_tokens,
-                "output_tokens": s.output_tokens,
-                "finish_reason": r.finish_reason,
-                "tau": s.tau,
-                "accept_lengths": s.accept_lengths,
-                "stage_s": s.stage_seconds(),
-                "tokens": r.tokens,
-                "text": r.text,
-            }
+        row = r.to_row()
+        row.pop("stats", None)  # records.jsonl keeps them; stage_s has the same times
         rows.append(row)
     return rows
 

@@ -9,6 +9,7 @@ from hydra import compose, initialize_config_dir
 
 from inference import DrafterCheckpointError, tiny_target
 from inference.cli import decode
+from inference.eval.records import RecordLog
 
 CONF = str(Path(__file__).parents[3] / "conf")
 QUICK = ["target=tiny", "max_new_tokens=12", "warmup_tokens=4", "progress=false"]
@@ -147,3 +148,39 @@ def test_bad_input_ends_in_one_line_unless_hydra_full_error(tmp_path, monkeypatc
     monkeypatch.setenv("HYDRA_FULL_ERROR", "1")
     with pytest.raises(ValueError, match="unknown decoding method 'medusa'"):
         decode.main()
+
+
+def test_a_stopped_run_resumes_without_redoing_finished_prompts(drafter_path, tmp_path, monkeypatch):
+    overrides = [f"drafter_path={drafter_path}", "bench=[mt-bench:3,humaneval:2]", "methods=[ar,domino]"]
+    whole = decode.run(_cfg(*overrides), tmp_path / "whole")
+    run_dir, appended = tmp_path / "stopped", []
+    real_append = RecordLog.append
+
+    def stop_after_three(self, records):
+        if len(appended) == 3:
+            raise KeyboardInterrupt  # the session ends mid-run
+        appended.append(records[0].prompt_id)
+        real_append(self, records)
+
+    monkeypatch.setattr(RecordLog, "append", stop_after_three)
+    with pytest.raises(KeyboardInterrupt):
+        decode.run(_cfg(*overrides), run_dir)
+    monkeypatch.setattr(
+        RecordLog, "append", lambda self, records: [appended.append(records[0].prompt_id), real_append(self, records)]
+    )
+    resumed = decode.run(_cfg(*overrides), run_dir)
+    assert len(appended) == 5  # 3 prompts before the stop, the 2 left after it: none twice
+    keys = ("dataset", "method", "prompt_id", "turn", "tokens")
+    whole_rows, resumed_rows = ([tuple(r[k] for k in keys) for r in _rows(tmp_path / d)] for d in ("whole", "stopped"))
+    assert whole_rows == resumed_rows  # T = 0: the same tokens, in the same order
+    for bench in ("mt-bench", "humaneval"):
+        for method in ("ar", "domino"):
+            a, b = whole["results"][bench][method], resumed["results"][bench][method]
+            assert (a["tau"], a["num_prompts"], a["lossless"]) == (b["tau"], b["num_prompts"], b["lossless"])
+    with pytest.raises(ValueError, match="max_new_tokens: 12 -> 8"):
+        decode.run(_cfg(*overrides, "max_new_tokens=8"), run_dir)
+
+
+def _rows(run_dir):
+    with open(run_dir / "generations.jsonl") as f:
+        return [json.loads(line) for line in f]

@@ -1,7 +1,7 @@
 import json
 
 from inference.decoding.stats import GenerationStats
-from inference.eval.loop import Record
+from inference.eval.records import Record
 from inference.eval.results import markdown, summarize, write_outputs
 
 

@@ -1,0 +1,114 @@
+"""The unit of an evaluation's work and its on-disk log, which makes a long `domino-decode` run resumable.
+
+A `Record` is one generation (one turn of one prompt) of one method, or a skipped one. `RecordLog` appends
+the records of each finished prompt (every method and turn of it at once, so a prompt's AR baseline and
+its methods stay paired) to `records.jsonl` in the run directory, flushed to disk before the next prompt
+starts; a stopped run is resumed from that file and redoes only the prompts it does not hold. A last line
+cut short by the stop is dropped. `settings.json` beside it pins what the records measure: a resume
+with other settings is refused.
+"""
+
+from __future__ import annotations
+
+import json
+import os
+from dataclasses import asdict, dataclass
+from pathlib import Path
+from typing import Any
+
+from inference.decoding.stats import GenerationStats
+
+
+@dataclass
+class Record:
+    """One generation (one turn of one prompt) of one method, or a skipped one (`tokens` None)."""
+
+    dataset: str
+    method: str
+    prompt_id: str
+    turn: int
+    tokens: list[int] | None
+    finish_reason: str | None
+    stats: GenerationStats | None
+    text: str | None = None
+    skip_reason: str | None = None
+
+    @property
+    def skipped(self) -> bool:
+        return self.tokens is None
+
+    def to_row(self) -> dict[str, Any]:
+        """The JSON object of this record: generations.jsonl's row, with the full stats under `stats`."""
+        row: dict[str, Any] = {"dataset": self.dataset, "method": self.method, "prompt_id": self.prompt_id}
+        row["turn"] = self.turn
+        if self.skipped:
+            return row | {"skipped": self.skip_reason}
+        s = self.stats
+        return row | {
+            "prompt_tokens": s.prompt_tokens,
+            "output_tokens": s.output_tokens,
+            "finish_reason": self.finish_reason,
+            "tau": s.tau,
+            "accept_lengths": s.accept_lengths,
+            "stage_s": s.stage_seconds(),
+            "tokens": self.tokens,
+            "text": self.text,
+            "stats": asdict(s),
+        }
+
+    @classmethod
+    def from_row(cls, row: dict[str, Any]) -> Record:
+        key = (row["dataset"], row["method"], row["prompt_id"], row["turn"])
+        if "skipped" in row:
+            return cls(*key, None, None, None, skip_reason=row["skipped"])
+        stats = GenerationStats(**row["stats"])
+        return cls(*key, row["tokens"], row["finish_reason"], stats, row["text"])
+
+
+class RecordLog:
+    """`records.jsonl` + `settings.json` in a run directory (see the module docstring)."""
+
+    def __init__(self, out_dir: Path) -> None:
+        self.path, self.settings_path = out_dir / "records.jsonl", out_dir / "settings.json"
+
+    def start(self, settings: dict[str, Any]) -> list[Record]:
+        """The records of a previous run with the same `settings` in this directory ([] for a new run)."""
+        settings = json.loads(json.dumps(settings))  # the form it takes on disk, for the comparison
+        if not self.path.is_file():
+            self.path.parent.mkdir(parents=True, exist_ok=True)
+            self.settings_path.write_text(json.dumps(settings, indent=2))
+            return []
+        before = json.loads(self.settings_path.read_text()) if self.settings_path.is_file() else {}
+        changed = [
+            f"{k}: {before.get(k)!r} -> {settings.get(k)!r}"
+            for k in sorted({*before, *settings})
+            if before.get(k) != settings.get(k)
+        ]
+        if changed:
+            raise ValueError(
+                f"{self.path.parent} holds records measured with other settings ({'; '.join(changed)}): "
+                "rerun with the same settings to resume, or choose another hydra.run.dir"
+            )
+        return self._read()
+
+    def _read(self) -> list[Record]:
+        records, good = [], 0
+        with open(self.path, "rb") as f:
+            for line in f:
+                try:
+                    rows = json.loads(line)
+                except ValueError:
+                    break  # cut short by the stop: everything from here on is redone
+                records += [Record.from_row(r) for r in rows]
+                good += len(line)
+        if good < self.path.stat().st_size:
+            with open(self.path, "r+b") as f:
+                f.truncate(good)
+        return records
+
+    def append(self, records: list[Record]) -> None:
+        """One finished prompt's records, as one line, on disk before this returns."""
+        with open(self.path, "a") as f:
+            f.write(json.dumps([r.to_row() for r in records]) + "\n")
+            f.flush()
+            os.fsync(f.fileno())
