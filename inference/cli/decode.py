@@ -23,6 +23,7 @@ import hydra
 import torch
 from omegaconf import DictConfig, OmegaConf
 
+from domino_conf import CONF_DIR
 from inference.cli.errors import one_line_errors, refuse_slips
 from inference.decoding.api import build_decoder
 from inference.decoding.methods import DECODING_METHODS, check_drafter, check_options, method_spec
@@ -36,7 +37,6 @@ from inference.eval.results import write_outputs
 from inference.targets.loader import default_dtype, load_target_config
 
 log = logging.getLogger("domino-decode")
-CONF_DIR = Path(__file__).resolve().parents[2] / "conf"  # the repository's Hydra tree (editable installs)
 
 
 def _git_commit() -> str | None:
@@ -166,7 +166,7 @@ SLIPS = {
 }
 
 
-@hydra.main(version_base="1.3", config_path=str(CONF_DIR), config_name="decode")
+@hydra.main(version_base="1.3", config_path=CONF_DIR, config_name="decode")
 @one_line_errors("domino-decode")
 def _decode(cfg: DictConfig) -> None:
     run(cfg, Path(hydra.core.hydra_config.HydraConfig.get().runtime.output_dir))

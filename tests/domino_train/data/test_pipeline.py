@@ -11,7 +11,7 @@ from domino_train.data.pipeline import run
 from domino_train.data.sources import Source
 from domino_train.data.tokenize import load_tokenized
 
-SOURCES = sorted(p.stem for p in (Path(CONF_DIR) / "data" / "source").glob("*.yaml"))
+SOURCES = sorted(p.stem for p in (Path(CONF_DIR) / "pipeline" / "source").glob("*.yaml"))
 
 
 def _compose(overrides):

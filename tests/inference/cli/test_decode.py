@@ -7,11 +7,12 @@ import pytest
 import torch
 from hydra import compose, initialize_config_dir
 
+from domino_conf import CONF_DIR
 from inference import DrafterCheckpointError, tiny_target
 from inference.cli import decode
 from inference.eval.records import RecordLog
 
-CONF = str(Path(__file__).parents[3] / "conf")
+CONF = CONF_DIR
 QUICK = ["target=tiny", "max_new_tokens=12", "warmup_tokens=4", "progress=false"]
 
 
