@@ -28,6 +28,8 @@ CONFIG_NAME = "config.json"
 WEIGHTS_NAME = "model.safetensors"
 _SUBMODULE_PREFIXES = ("backbone.", "head.")
 _VOCAB_MAP_DTYPES = {"d2t": "int64", "t2d": "bool"}  # the draft vocabulary's buffers: never cast
+_KEY_ALIASES = (("logit_head.prefix_gru.", "prefix_gru."), ("logit_head.embed_proj.", "embed_proj."))
+_HEAD_PREFIXES = ("prefix_gru.", "embed_proj.")
 _ALLOWED_DTYPES = {"bfloat16": torch.bfloat16, "float16": torch.float16, "float32": torch.float32}
 
 
@@ -71,8 +73,13 @@ def save_checkpoint(drafter: torch.nn.Module, path: str | Path, dtype: torch.dty
     return path
 
 
-def read_config(path: str | Path) -> DrafterConfig:
-    """Parse `path/config.json` into a `DrafterConfig` (DrafterCheckpointError on any problem)."""
+def read_config(
+    path: str | Path, target_num_layers: int | None = None, target_mask_token_id: int | None = None
+) -> DrafterConfig:
+    """Parse `path/config.json` into a `DrafterConfig` (DrafterCheckpointError on any problem).
+
+    `target_num_layers` / `target_mask_token_id` fill in what a public config may leave to the target.
+    """
     path = Path(path)
     if not path.is_dir():
         raise DrafterCheckpointError(f"{path}: no such drafter folder (expected a directory with {CONFIG_NAME})")
@@ -84,7 +91,7 @@ def read_config(path: str | Path) -> DrafterConfig:
     except (json.JSONDecodeError, UnicodeDecodeError) as e:
         raise DrafterCheckpointError(f"{cfg_file}: not valid JSON ({e})") from e
     try:
-        return DrafterConfig.from_hf_dict(raw)
+        return DrafterConfig.from_hf_dict(raw, target_num_layers, target_mask_token_id)
     except (KeyError, TypeError, ValueError) as e:
         detail = f"missing field {e}" if isinstance(e, KeyError) else str(e)
         raise DrafterCheckpointError(f"{cfg_file}: {detail}") from e
@@ -110,15 +117,34 @@ def target_mismatches(config: DrafterConfig, target_config: Any) -> list[str]:
     return problems
 
 
+def canonical_key(key: str) -> str:
+    """A weight name as our loader knows it: public checkpoints also spell keys with SGLang's optional
+    `model.` prefix, and early SpecForge Domino checkpoints keep the head under `logit_head.`."""
+    key = key.removeprefix("model.")
+    for old, new in _KEY_ALIASES:
+        if key.startswith(old):
+            return new + key[len(old) :]
+    return key
+
+
 def _read_tensors(weights: Path) -> tuple[dict[str, torch.Tensor], dict[str, tuple[str, tuple[int, ...]]]]:
     try:
         with safe_open(str(weights), framework="pt") as f:
             meta = {}
             tensors = {}
-            for key in f.keys():  # noqa: SIM118 - safe_open has no __iter__
-                t = f.get_tensor(key)
+            spelled: dict[str, str] = {}
+            for name in f.keys():  # noqa: SIM118 - safe_open has no __iter__
+                key = canonical_key(name)
+                if key in spelled:
+                    raise DrafterCheckpointError(
+                        f"{weights}: {spelled[key]!r} and {name!r} are the same weight: keep one of them"
+                    )
+                spelled[key] = name
+                t = f.get_tensor(name)
                 tensors[key] = t
                 meta[key] = (str(t.dtype).removeprefix("torch."), tuple(t.shape))
+    except DrafterCheckpointError:
+        raise
     except Exception as e:  # safetensors raises its own error types (and OSError) on corrupt files
         raise DrafterCheckpointError(
             f"{weights}: cannot read safetensors ({type(e).__name__}: {e}); the file is corrupt or "
@@ -158,11 +184,14 @@ def load_checkpoint(
     for key in sorted(set(expected) - set(meta)):
         problems.append(f"missing key {key}")
     for key in sorted(set(meta) - set(expected)):
-        hint = (
-            " (the drafter must not hold the target's embedding / lm_head)"
-            if "embed_tokens" in key or "lm_head" in key
-            else ""
-        )
+        hint = ""
+        if "embed_tokens" in key or "lm_head" in key:
+            hint = " (the drafter must not hold the target's embedding / lm_head)"
+        elif key.startswith(_HEAD_PREFIXES) and not config.has_head:
+            hint = (
+                " (a Domino head, but the config declares none: set dflash_config.projector_type to 'domino' "
+                "with its emb_dim and gru_hidden_dim)"
+            )
         problems.append(f"unexpected key {key}{hint}")
     for key in sorted(set(meta) & set(expected)):
         file_dtype, shape = meta[key]

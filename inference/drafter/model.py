@@ -287,14 +287,18 @@ class DominoDrafter(nn.Module):
         """Load and validate a drafter folder; with `target_config`, also check it fits that target.
 
         Given `target` (a `TargetModel`), the drafter is checked against it, loaded onto its device and
-        dtype (unless `device` / `dtype` say otherwise) and bound to its embedding and lm_head.
+        dtype (unless `device` / `dtype` say otherwise) and bound to its embedding and lm_head. A public
+        config that leaves `num_target_layers` or `mask_token_id` out takes them from the target.
         `dtype=None` otherwise keeps the file's dtype. Raises `DrafterCheckpointError` naming every problem.
         """
+        mask_token_id = None
         if target is not None:
             target_config = target.config
             device = device if device is not None else target.device
             dtype = dtype if dtype is not None else target.dtype
-        config = read_config(path)
+            mask_token_id = target.mask_token_id
+        num_layers = getattr(target_config, "num_hidden_layers", None) if target_config is not None else None
+        config = read_config(path, target_num_layers=num_layers, target_mask_token_id=mask_token_id)
         with torch.device("meta"):
             model = cls(config)
         load_checkpoint(model, path, target_config=target_config, dtype=dtype)

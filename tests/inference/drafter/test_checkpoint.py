@@ -49,7 +49,8 @@ def test_public_key_names_and_bf16_default(drafter, tmp_path):
         expected |= {f"layers.{i}.input_layernorm.weight", f"layers.{i}.post_attention_layernorm.weight"}
     assert set(tensors) == expected
     cfg = json.loads((tmp_path / "config.json").read_text())
-    assert cfg["architectures"] == ["DominoDraftModel"] and cfg["torch_dtype"] == "bfloat16"
+    assert cfg["architectures"] == ["DFlashDraftModel"] and cfg["torch_dtype"] == "bfloat16"
+    assert cfg["emb_dim"] == cfg["dflash_config"]["emb_dim"] == 8
     loaded = DominoDrafter.from_pretrained(tmp_path)
     assert loaded.backbone.fc.weight.dtype == torch.bfloat16
     assert DominoDrafter.from_pretrained(tmp_path, dtype=torch.float32).backbone.fc.weight.dtype == torch.float32
@@ -114,10 +115,24 @@ def test_wrong_dtype(saved):
 @pytest.mark.parametrize(
     "edit, message",
     [
-        (lambda c: c["dflash_config"].__setitem__("projector_type", "mlp"), "projector_type is 'mlp'"),
-        (lambda c: c["dflash_config"].pop("projector_type"), "projector_type is None"),
+        (lambda c: c["dflash_config"].__setitem__("projector_type", "mlp"), "projector_type 'mlp'"),
+        (
+            lambda c: c.update(architectures=["DominoDraftModel"]) or c["dflash_config"].update(projector_type="mlp"),
+            "architectures says DominoDraftModel but dflash_config.projector_type is 'mlp'",
+        ),
+        (
+            lambda c: c["dflash_config"].pop("projector_type"),
+            "unexpected key prefix_gru.weight_hh_l0 (a Domino head, but the config declares none",
+        ),
         (lambda c: c.__setitem__("architectures", ["LlamaForCausalLM"]), "is not a drafter"),
-        (lambda c: c["dflash_config"].pop("target_layer_ids"), "lacks ['target_layer_ids']"),
+        (lambda c: c.__setitem__("emb_dim", 16), "emb_dim differs between"),
+        (lambda c: [c.pop("emb_dim"), c["dflash_config"].pop("emb_dim")], "a Domino drafter needs emb_dim"),
+        (lambda c: c["dflash_config"].pop("gru_hidden_dim"), "a Domino drafter needs gru_hidden_dim"),
+        (lambda c: c["dflash_config"].__setitem__("shift_label", 0), "shift_label must be true or false"),
+        (lambda c: c["dflash_config"].__setitem__("use_bias_gate", True), "use_bias_gate=true"),
+        (lambda c: c.__setitem__("layer_types", ["sliding_attention"] * 2), "only full_attention"),
+        (lambda c: [c.pop("num_target_layers")], "num_target_layers is missing"),
+        (lambda c: [c["dflash_config"].pop("mask_token_id")], "mask_token_id is missing"),
         (lambda c: c.pop("hidden_size"), "missing field 'hidden_size'"),
     ],
 )
@@ -158,3 +173,27 @@ def test_missing_files(saved, tmp_path):
     _reject(saved, "model.safetensors is missing")
     (saved / "config.json").unlink()
     _reject(saved, "config.json is missing")
+
+
+def test_public_key_spellings_load_and_duplicates_are_refused(saved, drafter):
+    """SGLang's optional `model.` prefix and early SpecForge Domino checkpoints' `logit_head.` head prefix."""
+
+    def respell(t):
+        for key in [k for k in t if k.startswith(("prefix_gru.", "embed_proj."))]:
+            t["logit_head." + key] = t.pop(key)
+        t["model.norm.weight"] = t.pop("norm.weight")
+
+    _edit_weights(saved, respell)
+    loaded = DominoDrafter.from_pretrained(saved, dtype=torch.float32)
+    want = {k: v.to(torch.bfloat16).float() for k, v in drafter.state_dict().items()}
+    assert all(torch.equal(v, want[k]) for k, v in loaded.state_dict().items())
+    _edit_weights(saved, lambda t: t.__setitem__("norm.weight", t["model.norm.weight"].clone()))
+    _reject(saved, "'model.norm.weight' and 'norm.weight' are the same weight")
+
+
+def test_domino_architecture_implies_the_domino_head(saved):
+    """SpecForge's DominoDraftModel fills in projector_type 'domino' when the config leaves it out."""
+    _edit_config(
+        saved, lambda c: c.update(architectures=["DominoDraftModel"]) or c["dflash_config"].pop("projector_type")
+    )
+    assert DominoDrafter.from_pretrained(saved).config.head == "domino"

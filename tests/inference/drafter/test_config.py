@@ -46,7 +46,8 @@ def test_default_target_layer_ids(layers, n, expected):
 def test_hf_dict_round_trip_and_public_fields():
     config = DrafterConfig.from_target_config(load_target_config("Qwen/Qwen3-8B"))
     d = config.to_hf_dict()
-    assert d["architectures"] == ["DominoDraftModel"] and d["model_type"] == "qwen3"
+    assert d["architectures"] == ["DFlashDraftModel"] and d["model_type"] == "qwen3"  # the public spelling
+    assert d["emb_dim"] == 256  # top level too: where the public Domino fork's SGLang parser reads it
     assert d["block_size"] == 16 and d["num_target_layers"] == 36 and d["torch_dtype"] == "bfloat16"
     assert d["dflash_config"] == {
         "mask_token_id": 151669,
