@@ -2,6 +2,7 @@
 Hydra tree travels inside it (`domino_conf`), and every command composes its config from another folder."""
 
 import os
+import shutil
 import subprocess
 import sys
 from pathlib import Path
@@ -26,8 +27,14 @@ def test_every_package_of_the_checkout_is_listed():
 def installed(tmp_path_factory):
     """The wheel built from this checkout, installed into a bare folder (dependencies come from this venv)."""
     root = tmp_path_factory.mktemp("wheel")
+    source = root / "source"  # the checkout's files (tracked or not ignored): the build leaves no trace in it
+    listed = ["git", "ls-files", "--cached", "--others", "--exclude-standard"]
+    for name in subprocess.run(listed, cwd=REPO, check=True, capture_output=True, text=True).stdout.splitlines():
+        if (REPO / name).is_file():
+            (source / name).parent.mkdir(parents=True, exist_ok=True)
+            shutil.copy2(REPO / name, source / name)
     pip = [sys.executable, "-m", "pip", "-q"]
-    subprocess.run([*pip, "wheel", "--no-deps", "--no-build-isolation", "-w", root / "dist", REPO], check=True)
+    subprocess.run([*pip, "wheel", "--no-deps", "--no-build-isolation", "-w", root / "dist", source], check=True)
     (wheel,) = (root / "dist").glob("*.whl")
     subprocess.run([*pip, "install", "--no-deps", "--target", root / "site", wheel], check=True)
     elsewhere = root / "elsewhere"

@@ -15,7 +15,7 @@ from domino_train.data.prepare import prepare
 from domino_train.data.regenerate import regenerate
 from domino_train.data.tokenize import tokenize
 from inference.decoding.sampling import SamplingParams
-from inference.drafter.config import default_target_layer_ids
+from inference.drafter.layout import default_target_layer_ids
 
 
 def _read_json(path: Path) -> Any:

@@ -8,8 +8,9 @@ config.json + model.safetensors format, validated strictly).
 """
 
 from inference.drafter.checkpoint import DrafterCheckpointError
-from inference.drafter.config import DrafterConfig, default_target_layer_ids
+from inference.drafter.config import DrafterConfig
 from inference.drafter.draft_cache import DraftKVCache
+from inference.drafter.layout import default_target_layer_ids
 from inference.drafter.model import BlockLogits, DominoDrafter
 
 __all__ = [

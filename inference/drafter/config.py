@@ -5,41 +5,25 @@ token embedding and its logits come from the target's lm_head), so most fields a
 Hugging Face config. The serialised form is the one the public `*-DFlash-b16` / `*-Domino-b16`
 checkpoints and the serving stacks (SGLang, vLLM, SpecForge) read: Qwen3 fields at the top level plus
 `block_size`, `num_target_layers` and a `dflash_config` section. Every public variant of that layout
-loads; `_public_fields` is the one place that maps them (and the values they imply when a field is absent).
+loads; `layout.public_fields` is the one place that maps them (and the values they imply when absent).
 """
 
 from __future__ import annotations
 
 import dataclasses
-import json
 from dataclasses import dataclass, field
-from types import SimpleNamespace
 from typing import Any
 
 import torch
 
+from inference.drafter.layout import (
+    DOMINO_PROJECTOR,
+    EXPORT_ARCHITECTURE,
+    default_target_layer_ids,
+    draft_vocab_size_of,
+    public_fields,
+)
 from inference.targets.mask_token import default_mask_token_id
-
-DFLASH_ARCHITECTURE = "DFlashDraftModel"
-DOMINO_ARCHITECTURE = "DominoDraftModel"  # SpecForge's class name; read, never written
-EXPORT_ARCHITECTURE = DFLASH_ARCHITECTURE  # what the public Domino and DFlash checkpoints both say
-DOMINO_PROJECTOR = "domino"
-
-
-def default_target_layer_ids(num_target_layers: int, num_draft_layers: int) -> list[int]:
-    """Target layers whose outputs feed the drafter, spread from layer 1 to layer L-3.
-
-    `round(1 + j * (L - 4) / (n - 1))` for j = 0..n-1 (DFlash's rule; Qwen3 36 layers, n = 5 ->
-    [1, 9, 17, 25, 33]). Id `l` means the *output* of target layer `l`, i.e. HF `hidden_states[l + 1]`.
-    """
-    if num_draft_layers < 1:
-        raise ValueError(f"num_draft_layers must be >= 1, got {num_draft_layers}")
-    if num_target_layers < 4:
-        raise ValueError(f"the target needs at least 4 layers for the default layer ids, has {num_target_layers}")
-    if num_draft_layers == 1:
-        return [num_target_layers // 2]
-    span = num_target_layers - 4
-    return [int(round(1 + j * span / (num_draft_layers - 1))) for j in range(num_draft_layers)]
 
 
 def rope_parameters_of(hf_config: Any) -> dict[str, Any]:
@@ -220,7 +204,7 @@ class DrafterConfig:
     def from_hf_dict(
         cls, d: dict[str, Any], target_num_layers: int | None = None, target_mask_token_id: int | None = None
     ) -> DrafterConfig:
-        """Parse a drafter `config.json` (ours or any public layout, see `_public_fields`).
+        """Parse a drafter `config.json` (ours or any public layout, see `layout.public_fields`).
 
         `target_num_layers` / `target_mask_token_id` (the target the drafter will serve) fill in
         `num_target_layers` / `mask_token_id` when the config leaves them out. Raises ValueError naming the
@@ -234,7 +218,7 @@ class DrafterConfig:
                 f"layer_types {sorted(set(layer_types))}: only full_attention draft layers are supported "
                 "(sliding-window draft layers are not implemented)"
             )
-        fields = _public_fields(d, target_num_layers, target_mask_token_id)
+        fields = public_fields(d, target_num_layers, target_mask_token_id)
         rope = d.get("rope_parameters")
         if not isinstance(rope, dict) or "rope_theta" not in rope:
             scaling = dict(d.get("rope_scaling") or {})
@@ -252,147 +236,6 @@ class DrafterConfig:
             rms_norm_eps=d.get("rms_norm_eps", 1e-6),
             rope_parameters=rope,
             max_position_embeddings=d.get("max_position_embeddings", 40960),
-            draft_vocab_size=_draft_vocab_size(d),
+            draft_vocab_size=draft_vocab_size_of(d),
             **fields,
         )
-
-
-# ----------------------------------------------------------------------------- public config layouts
-# How a public drafter config.json maps to DrafterConfig: the one place that decides it.
-#
-# Layouts in the wild (all Qwen3 fields at the top level):
-#   ours, SpecForge configs/qwen3-8b-domino.json, configs/qwen3.6-27b-domino-full-attention.json:
-#       `architectures: ["DFlashDraftModel"]`, everything in `dflash_config` (qwen3-8b-domino.json also
-#       repeats `emb_dim` at the top level);
-#   SpecForge configs/qwen3-8b-dflash.json: no `dflash_config` at all (ids and MASK are implied);
-#   SpecForge configs/qwen3.5-4b-domino.json: `DominoDraftModel`, head fields in a separate `domino_config`;
-#   the public Domino fork (jianuo-huang/Domino, SGLang speculative/dflash_utils.py): `emb_dim` at the top
-#       level only, `projector_type: "causal_v5"` (its older name for the Domino head), and
-#       `num_target_layers` / `block_size` / `target_layer_ids` accepted in `dflash_config` or at the top.
-# A field is looked up in `dflash_config`, then `domino_config`, then the top level; two places that give
-# different values are an error. What a public reader implies when a field is absent:
-#   target_layer_ids       default_target_layer_ids(num_target_layers, num_hidden_layers) (SpecForge, SGLang)
-#   mask_token_id          the target's MASK id (serving stacks resolve the MASK token from the target's
-#                          tokenizer), else the Qwen3 rule on the drafter's own vocab (151669), else an error
-#   num_target_layers      the target's layer count, when the target is known, else an error
-#   block_size             16
-#   projector_type         none (plain DFlash), except under `DominoDraftModel`, which implies "domino"
-#   pure_draft_prefix_len  0; shift_label false (both readers' defaults)
-#   emb_dim, gru_hidden_dim  never implied for a Domino head: both readers require them.
-PROJECTOR_ALIASES = {DOMINO_PROJECTOR: DOMINO_PROJECTOR, "causal_v5": DOMINO_PROJECTOR}
-_SECTIONS = ("dflash_config", "domino_config")
-_UNSUPPORTED_FLAGS = ("use_bias_gate", "use_bias_norm")  # variants of the public fork's head we do not implement
-
-
-def _where(key: str) -> list[str]:
-    return [f"{s}.{key}" for s in _SECTIONS] + [key]
-
-
-def _lookup(d: dict[str, Any], key: str, default: Any = None) -> Any:
-    """`key` from dflash_config, domino_config or the top level (None counts as absent); places must agree."""
-    found = {}
-    for section in _SECTIONS:
-        sub = d.get(section)
-        if sub is not None and not isinstance(sub, dict):
-            raise ValueError(f"{section} must be an object, got {type(sub).__name__}")
-        if sub and sub.get(key) is not None:
-            found[f"{section}.{key}"] = sub[key]
-    if d.get(key) is not None:
-        found[key] = d[key]
-    if len({json.dumps(v, sort_keys=True) for v in found.values()}) > 1:
-        raise ValueError(f"{key} differs between {found}: keep one value (or make them equal)")
-    return next(iter(found.values())) if found else default
-
-
-def _int(value: Any, name: str) -> int:
-    if isinstance(value, bool) or not isinstance(value, int):
-        raise ValueError(f"{name} must be an integer, got {value!r}")
-    return value
-
-
-def _public_fields(
-    d: dict[str, Any], target_num_layers: int | None, target_mask_token_id: int | None
-) -> dict[str, Any]:
-    """The drafter-specific DrafterConfig fields of a public config (rules in the comment above)."""
-    archs = d.get("architectures") or [None]
-    arch = archs[0]
-    if arch not in (DOMINO_ARCHITECTURE, DFLASH_ARCHITECTURE):
-        raise ValueError(
-            f"architectures {d.get('architectures')!r} is not a drafter "
-            f"(expected {DFLASH_ARCHITECTURE} or {DOMINO_ARCHITECTURE})"
-        )
-    modes = _lookup(d, "attention_modes") or [_lookup(d, "attention_mode", "gqa")]
-    unsupported = sorted({str(m).lower() for m in modes} - {"gqa", "mha"})
-    if unsupported:
-        raise ValueError(f"dflash_config attention mode(s) {unsupported} are not implemented (only gqa / mha)")
-    projector = _lookup(d, "projector_type")
-    if projector is None and arch == DOMINO_ARCHITECTURE:
-        projector = DOMINO_PROJECTOR
-    if projector is not None and projector not in PROJECTOR_ALIASES:
-        hint = (
-            f"architectures says {DOMINO_ARCHITECTURE} but dflash_config.projector_type is {projector!r}; "
-            if arch == DOMINO_ARCHITECTURE
-            else ""
-        )
-        raise ValueError(
-            f"{hint}unsupported dflash_config.projector_type {projector!r} "
-            f"(known: {sorted(PROJECTOR_ALIASES)}; leave it out for a plain DFlash drafter)"
-        )
-    head = PROJECTOR_ALIASES.get(projector)
-
-    num_hidden_layers = d["num_hidden_layers"]
-    num_target_layers = _lookup(d, "num_target_layers", target_num_layers)
-    if num_target_layers is None:
-        raise ValueError(
-            "num_target_layers is missing: add the target's layer count at the top level "
-            "(or load the drafter with its target)"
-        )
-    num_target_layers = _int(num_target_layers, "num_target_layers")
-    layer_ids = _lookup(d, "target_layer_ids")
-    if layer_ids is None:
-        layer_ids = default_target_layer_ids(num_target_layers, num_hidden_layers)
-    elif not isinstance(layer_ids, list) or not layer_ids:
-        raise ValueError(f"dflash_config.target_layer_ids must be a non-empty list of ints, got {layer_ids!r}")
-    mask_token_id = _lookup(d, "mask_token_id", target_mask_token_id)
-    if mask_token_id is None:
-        try:
-            mask_token_id = default_mask_token_id(
-                SimpleNamespace(model_type=d.get("model_type"), vocab_size=d["vocab_size"])
-            )
-        except ValueError:
-            raise ValueError(
-                "mask_token_id is missing and not implied for this vocabulary: add dflash_config.mask_token_id "
-                "(the reserved id the drafter was trained with), or load the drafter with its target"
-            ) from None
-    shift_label = _lookup(d, "shift_label", False)
-    if not isinstance(shift_label, bool):
-        raise ValueError(f"dflash_config.shift_label must be true or false, got {shift_label!r}")
-    fields: dict[str, Any] = dict(
-        num_target_layers=num_target_layers,
-        target_layer_ids=layer_ids,
-        mask_token_id=_int(mask_token_id, "dflash_config.mask_token_id"),
-        block_size=_int(_lookup(d, "block_size", 16), "block_size"),
-        head=head,
-        shift_label=shift_label,
-        pure_draft_prefix_len=_int(_lookup(d, "pure_draft_prefix_len", 0), "dflash_config.pure_draft_prefix_len"),
-    )
-    if head is None:
-        return fields
-    for flag in _UNSUPPORTED_FLAGS:
-        if _lookup(d, flag, False):
-            raise ValueError(f"dflash_config.{flag}=true is a Domino head variant this code does not implement")
-    for key, field_name in (("gru_hidden_dim", "gru_hidden_dim"), ("emb_dim", "correction_rank")):
-        value = _lookup(d, key)
-        if value is None:
-            raise ValueError(
-                f"a Domino drafter needs {key} ({' or '.join(_where(key))}), and the config has none: "
-                f"add it ({'the GRU state width' if key == 'gru_hidden_dim' else 'the rank of the correction'})"
-            )
-        fields[field_name] = _int(value, key)
-    return fields
-
-
-def _draft_vocab_size(d: dict[str, Any]) -> int | None:
-    """EAGLE-3's top-level `draft_vocab_size`; equal to `vocab_size` (or absent) means the full vocabulary."""
-    n = d.get("draft_vocab_size")
-    return None if n is None or n == d["vocab_size"] else int(n)
