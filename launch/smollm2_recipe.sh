@@ -3,6 +3,7 @@
 #   launch/smollm2_recipe.sh            # every stage; rerun it to resume where it stopped
 #   RUN_ID=r2 launch/smollm2_recipe.sh  # another training run on the same data
 #   TRAIN_THREADS=2                     # threads per training (default 1: both share the 2 cores)
+#   VARIANTS="ttt no_curriculum" launch/smollm2_recipe.sh  # the ablations, same data, steps and seed
 # Each data stage resumes (regeneration by shard, the caches by shard; finished stages are skipped),
 # and each training resumes from its run folder's last.ckpt (run_id=$RUN_ID). The slices are disjoint
 # rows of the bundled ShareGPT first turns (conf/data/smollm2_recipe.yaml); MT-Bench and HumanEval,
@@ -37,10 +38,10 @@ stage smollm2-regen stages=[prepare,regenerate,tokenize,cache] pipeline.source.s
 stage smollm2-distill stages=[prepare,tokenize,cache] tokenize.input=prepared \
   pipeline.source.sources.sharegpt.skip=1200 pipeline.source.sources.sharegpt.limit=2400
 
-# The two drafters train side by side, one core each (two 2-thread jobs on 2 cores run far slower);
-# each logs to $LOGS/smollm2_<variant>/$RUN_ID.log. The script fails if either training fails.
+# The drafters train side by side, one core each (two 2-thread jobs on 2 cores run far slower); each
+# logs to $LOGS/smollm2_<variant>/$RUN_ID.log. The script fails if any training fails.
 pids=()
-for variant in domino dflash; do
+for variant in ${VARIANTS:-domino dflash}; do
   log="$LOGS/smollm2_$variant/$RUN_ID.log"
   mkdir -p "$(dirname "$log")"
   OMP_NUM_THREADS=${TRAIN_THREADS:-1} "$BIN/domino-train" experiment=smollm2_$variant run_id="$RUN_ID" >>"$log" 2>&1 &

@@ -57,3 +57,12 @@ def test_finished_data_stages_are_skipped_and_run_id_is_passed_on(tmp_path):
     calls = _run(tmp_path, RUN_ID="r7")
     assert [c.split()[1] for c in calls if c.startswith("domino-data")] == ["name=smollm2-regen"]
     assert all(c.endswith("run_id=r7") for c in calls if c.startswith("domino-train"))
+
+
+def test_variants_chooses_which_drafters_train(tmp_path):
+    _stub_bin(tmp_path)
+    calls = _run(tmp_path, VARIANTS="ttt no_curriculum")
+    assert sorted(c for c in calls if c.startswith("domino-train")) == [
+        "domino-train experiment=smollm2_no_curriculum run_id=r1",
+        "domino-train experiment=smollm2_ttt run_id=r1",
+    ]
