@@ -8,7 +8,8 @@ boolean mask; the two losses must agree within bf16 tolerance. Then a few full s
 AdamW) per mask: tokens/s and peak memory.
 
 ZeRO-2: `experiment=qwen3_4b_curriculum` (trainer=gpu, strategy=deepspeed_stage_2, bf16-mixed: the
-8-GPU recipe's config path) with the tiny target and data, one device, 2 optimizer steps, then export.
+8-GPU recipe's config path) with the tiny target (in bf16, as the recipe's targets) and data, one device,
+2 optimizer steps, a ZeRO checkpoint, then the export.
 
 Dry run: the tiny Qwen3 target itself (6 layers), fp32 on the CPU (flex forward only: it has no CPU
 backward), and the ZeRO-2 run on DeepSpeed's CPU accelerator; no throughput is claimed.
@@ -150,9 +151,12 @@ def zero2_step(ctx: Context) -> dict:
         "trainer.enable_model_summary=false",
         "data.max_length=128",
         "drafter.num_draft_layers=2",
+        "callbacks.model_checkpoint.every_n_train_steps=2",  # a ZeRO checkpoint at the last step
     ]
-    if ctx.dry_run:  # the recipe's trainer=gpu needs CUDA; DeepSpeed's CPU accelerator runs fp32
-        overrides += ["trainer=cpu", "trainer.precision=32-true"]
+    if ctx.dry_run:  # the recipe's trainer=gpu otherwise: DeepSpeed's CPU accelerator, in fp32
+        overrides += ["trainer.accelerator=cpu", "trainer.precision=32-true"]
+    else:  # as the recipe's Qwen3 targets: DeepSpeed's bf16 drafter meets a bf16 embedding and lm_head
+        overrides += ["target.dtype=bfloat16"]
     run_dir = ctx.out_dir / "zero2_run"
     shutil.rmtree(run_dir, ignore_errors=True)  # ckpt_path=auto would resume a previous check's run
     GlobalHydra.instance().clear()
