@@ -1,6 +1,7 @@
 """DeepSpeed on any machine: `deepspeed_strategy` (the `_target_` of `conf/strategy/deepspeed_stage_*.yaml`)
 builds Lightning's `DeepSpeedStrategy` where CUDA is available and `CPUDeepSpeedStrategy` where it is not,
-so `strategy=deepspeed_stage_2` is one override on a GPU node and on a laptop alike.
+so `strategy=deepspeed_stage_2` is one override on a GPU node and on a laptop alike (and a `trainer=cpu` run
+gets the CPU strategy on a GPU node too).
 
 Lightning's `DeepSpeedStrategy` refuses non-CUDA accelerators, validates CUDA device indices, and hands
 DeepSpeed the CUDA device index; on a CPU there is none. This subclass lifts exactly those three
@@ -57,9 +58,12 @@ class CPUDeepSpeedStrategy(DeepSpeedStrategy):
         self._launcher = _SpawnWithoutWeightTransfer(self, start_method="spawn")
 
 
-def deepspeed_strategy(**kwargs: Any) -> DeepSpeedStrategy:
-    """Lightning's `DeepSpeedStrategy(**kwargs)` on CUDA, else `CPUDeepSpeedStrategy(**kwargs)` (gloo, spawn)."""
-    if torch.cuda.is_available():
+def deepspeed_strategy(accelerator: str | None = None, **kwargs: Any) -> DeepSpeedStrategy:
+    """Lightning's `DeepSpeedStrategy(**kwargs)` on CUDA, else `CPUDeepSpeedStrategy(**kwargs)` (gloo, spawn).
+
+    `accelerator` is the trainer's (the strategy configs pass `${..accelerator}`): a `cpu` trainer gets the
+    CPU strategy even on a machine with GPUs, where Lightning's own would refuse it."""
+    if torch.cuda.is_available() and accelerator != "cpu":
         return DeepSpeedStrategy(**kwargs)
     log.warning("no CUDA device: DeepSpeed ZeRO-%s runs on the CPU (gloo process group)", kwargs.get("stage"))
     return CPUDeepSpeedStrategy(**kwargs)
