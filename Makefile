@@ -18,8 +18,9 @@ $(STAMP): pyproject.toml Makefile
 
 install: $(STAMP)
 
-# The embedded default, end to end and offline: SmolLM2-135M regenerates 32 ShareGPT conversations, a
-# Domino drafter trains on them, and every decoding method is measured on held-out prompts.
+# The embedded default, end to end and offline: SmolLM2-135M regenerates 32 ShareGPT conversations and a
+# Domino drafter trains on them for minutes (the pipeline at work); then the reference drafters shipped in
+# pretrained/ decode held-out prompts with every method against plain AR.
 DEMO_DATA := name=demo-smollm2 pipeline.source.sources.sharegpt.limit=32 prepare.max_user_turns=1 \
 	prepare.max_chars=1500 regenerate.max_new_tokens=64 tokenize.max_length=384 \
 	stages=[prepare,regenerate,tokenize,cache] cache.num_draft_layers=4
@@ -27,7 +28,8 @@ DEMO_DATA := name=demo-smollm2 pipeline.source.sources.sharegpt.limit=32 prepare
 demo: install
 	$(BIN)/domino-data $(DEMO_DATA)
 	$(BIN)/domino-train experiment=smollm2_demo run_id=demo
-	$(BIN)/domino-decode preset=smollm2_demo drafter_path=artifacts/runs/smollm2_demo/demo/export
+	$(BIN)/domino-decode preset=smollm2_demo drafter_path=pretrained/smollm2-135m-domino \
+		baseline_drafter_path=pretrained/smollm2-135m-dflash
 
 test: install
 	$(BIN)/python -m pytest -q

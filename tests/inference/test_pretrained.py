@@ -1,0 +1,45 @@
+"""The reference drafters shipped under pretrained/: they load against the real SmolLM2 target, stay
+small, carry their model card, and decode a held-out prompt exactly as the target alone does."""
+
+from pathlib import Path
+
+import pytest
+import torch
+from safetensors import safe_open
+
+from inference import DominoDrafter, load_target
+from inference.decoding import build_decoder, prompt_ids
+
+pytestmark = pytest.mark.slow
+PRETRAINED = Path(__file__).resolve().parents[2] / "pretrained"
+SHIPPED = {"smollm2-135m-domino": ("domino", "dominotree"), "smollm2-135m-dflash": ("dflash", "ddtree")}
+PROMPT = "Write a Python function that returns the n-th Fibonacci number, with a short explanation."
+
+
+@pytest.fixture(scope="module")
+def smollm2():
+    return load_target("smollm2", device="cpu")
+
+
+@pytest.mark.parametrize("name", sorted(SHIPPED))
+def test_shipped_drafter_is_small_bf16_and_documented(name):
+    folder = PRETRAINED / name
+    weights = folder / "model.safetensors"
+    assert weights.stat().st_size <= 25 * 2**20, "the reference drafters must stay under 25 MB"
+    with safe_open(weights, "pt") as f:
+        floats = {f.get_slice(k).get_dtype() for k in f.keys() if k not in ("d2t", "t2d")}
+    assert floats == {"BF16"}
+    card = (folder / "README.md").read_text()
+    assert "## Training and validation" in card and "- val/tau_final: " in card and "- step: 2400" in card
+
+
+@pytest.mark.parametrize("name", sorted(SHIPPED))
+def test_shipped_drafter_decodes_losslessly(smollm2, name):
+    drafter = DominoDrafter.from_pretrained(PRETRAINED / name, target=smollm2, dtype=torch.float32)
+    assert drafter.has_draft_vocab and (drafter.head is not None) == ("domino" in name)
+    prompt = prompt_ids(smollm2, PROMPT)
+    expected = build_decoder("ar", smollm2).generate(prompt, 48).tokens
+    for method in SHIPPED[name]:
+        out = build_decoder(method, smollm2, drafter).generate(prompt, 48)
+        assert out.tokens == expected, method
+        assert out.stats.tau > 1.0, f"{method} accepted no draft token on a held-out prompt"
