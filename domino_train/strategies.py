@@ -65,5 +65,6 @@ def deepspeed_strategy(accelerator: str | None = None, **kwargs: Any) -> DeepSpe
     CPU strategy even on a machine with GPUs, where Lightning's own would refuse it."""
     if torch.cuda.is_available() and accelerator != "cpu":
         return DeepSpeedStrategy(**kwargs)
-    log.warning("no CUDA device: DeepSpeed ZeRO-%s runs on the CPU (gloo process group)", kwargs.get("stage"))
+    why = "a cpu trainer" if accelerator == "cpu" else "no CUDA device"
+    log.warning("%s: DeepSpeed ZeRO-%s runs on the CPU (gloo process group)", why, kwargs.get("stage"))
     return CPUDeepSpeedStrategy(**kwargs)

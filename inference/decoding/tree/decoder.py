@@ -21,7 +21,7 @@ from inference.decoding.speculative import DecodeState, SpeculativeDecoder, Verd
 from inference.decoding.tree.build import best_first, build_ddtree
 from inference.decoding.tree.draft_tree import DraftTree, tree_attention_mask
 from inference.decoding.tree.expander import FastDominoExpander
-from inference.decoding.tree.verify import walk_match, walk_residual
+from inference.decoding.tree.verify import TREE_WALKS
 from inference.drafter import DominoDrafter
 from inference.targets.adapter import TargetModel
 
@@ -42,7 +42,7 @@ class TreeDecoder(SpeculativeDecoder):
         check_options(method, options)
         check_drafter(method, drafter)
         super().__init__(target, drafter, options)
-        self.name, self.node_budget, self.verify_rule = method, tree.budget, options.verify
+        self.name, self.node_budget, self.walk = method, tree.budget, TREE_WALKS[options.verify]
         self.expander = None
         if spec.needs_head:
             graphs = use_cuda_graphs(options.cuda_graph, target.device)
@@ -74,8 +74,7 @@ class TreeDecoder(SpeculativeDecoder):
         out = self.target(
             window, cache=state.target_cache, position_ids=positions, attention_mask=mask, layer_ids=self.layer_ids
         )
-        walk = walk_match if self.verify_rule == "match" else walk_residual
-        path, bonus = walk(tree, out.logits[0], self.sampling, state.generator)
+        path, bonus = self.walk(tree, out.logits[0], self.sampling, state.generator)
         tokens = [tree.tokens[i - 1] for i in path] + [bonus]
         keep = torch.tensor([0, *path], dtype=torch.long, device=device)
         return Verdict(tokens=tokens, features=out.features, keep=keep)

@@ -20,8 +20,6 @@ import torch
 from inference.decoding.sampling import SamplingParams, probabilities, sample, sample_from
 from inference.decoding.tree.draft_tree import DraftTree
 
-TREE_VERIFY_RULES = ("match", "residual")
-
 
 def walk_match(tree: DraftTree, logits: torch.Tensor, params: SamplingParams, generator) -> tuple[list[int], int]:  # noqa: ANN001
     """Sample-and-walk: (window indices of the accepted nodes, the bonus token)."""
@@ -48,3 +46,7 @@ def walk_residual(tree: DraftTree, logits: torch.Tensor, params: SamplingParams,
             p[token] = 0.0
         else:
             return path, int(sample_from(p / p.sum(), generator))
+
+
+TREE_WALKS = {"match": walk_match, "residual": walk_residual}  # verify rule -> the walk that applies it
+TREE_VERIFY_RULES = tuple(TREE_WALKS)
