@@ -100,14 +100,16 @@ def _decoding(results: dict[str, Any]) -> list[str]:
         f"domino / dominotree drafted with `{results.get('drafter')}`, dflash / ddtree with "
         f"`{results.get('baseline_drafter') or results.get('drafter')}`:",
         "",
-        "| set | method | prompts | tau | speedup vs ar | lossless |",
-        "|---|---|---|---|---|---|",
+        "| set | method | prompts | tau | speedup vs ar | draft ms / round | verify ms / round | lossless |",
+        "|---|---|---|---|---|---|---|---|",
     ]
     for bench, methods in (results.get("results") or {}).items():
         for method, r in methods.items():
+            per_round = r.get("stage_ms_per_round") or {}  # None for ar: it has no rounds
+            draft, verify = (f"{v:.1f}" if (v := per_round.get(k)) is not None else "-" for k in ("draft", "verify"))
             lines.append(
                 f"| {bench} | {method} | {r.get('num_prompts')} | {r.get('tau', 0):.3f} | "
-                f"{r.get('speedup', 0):.3f} | {r.get('lossless')} |"
+                f"{r.get('speedup', 0):.3f} | {draft} | {verify} | {r.get('lossless')} |"
             )
     return lines
 

@@ -143,7 +143,6 @@ def zero2_step(ctx: Context) -> dict:
         "target=tiny",
         "data=tiny",
         "logger=none",
-        "~logger.wandb",  # the experiment's W&B group would otherwise stay behind as a logger without a class
         "trainer.devices=1",
         "trainer.max_steps=2",
         "trainer.accumulate_grad_batches=1",

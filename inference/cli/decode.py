@@ -34,7 +34,8 @@ from inference.eval.loop import run_dataset, warm_up
 from inference.eval.prompt_sets import load_benchmark
 from inference.eval.records import RecordLog
 from inference.eval.results import write_outputs
-from inference.targets.loader import default_dtype, load_target_config
+from inference.targets.adapter import TargetModel
+from inference.targets.loader import default_dtype, load_target
 
 log = logging.getLogger("domino-decode")
 
@@ -60,6 +61,15 @@ def _drafter_paths(cfg: DictConfig, methods: list[str]) -> dict[str, str]:
             raise ValueError(f"method {m!r} needs a drafter: set drafter_path=PATH")
         paths[m] = str(path)
     return paths
+
+
+def _mask_token_id(target: TargetModel) -> int | None:
+    """The target's MASK id for drafter configs that leave it out; None when its tokenizer offers none
+    (a drafter config must then name its own, and loading says so)."""
+    try:
+        return target.mask_token_id
+    except ValueError:
+        return None
 
 
 def _measured_settings(cfg: DictConfig) -> dict[str, Any]:
@@ -98,9 +108,11 @@ def run(cfg: DictConfig, out_dir: Path) -> dict[str, Any]:
         # into them (casting a built module would also round its fp32 RoPE table).
         device = cfg.target.get("device") or ("cuda" if torch.cuda.is_available() else "cpu")
         dtype = getattr(torch, cfg.target.dtype) if cfg.target.get("dtype") else default_dtype(device)
-        target_config = load_target_config(cfg.target.spec)
+        described = load_target(cfg.target.spec, device="meta", mask_token_id=cfg.target.get("mask_token_id"))
         for path in dict.fromkeys(paths.values()):
-            drafters[path] = DominoDrafter.from_pretrained(path, target_config, device=device, dtype=dtype)
+            drafters[path] = DominoDrafter.from_pretrained(
+                path, described.config, device=device, dtype=dtype, mask_token_id=_mask_token_id(described)
+            )
         for m, path in paths.items():
             check_drafter(m, drafters[path])
 

@@ -9,6 +9,7 @@ checkpoints (`self_attn.{q,k,v,o}_proj`, `q_norm`, `k_norm`, `mlp.{gate,up,down}
 
 from __future__ import annotations
 
+import functools
 from typing import Any
 
 import torch
@@ -22,6 +23,25 @@ try:  # flex-attention is optional: the GPU training path uses it, SDPA is the r
 except ImportError:  # pragma: no cover - torch < 2.5
     BlockMask = None  # type: ignore[assignment,misc]
     flex_attention = None  # type: ignore[assignment]
+
+
+@functools.cache
+def _compiled_flex_attention() -> Any:
+    return torch.compile(flex_attention)  # built on the first CUDA call; dynamic after the first new shape
+
+
+def block_flex_attention(
+    q: torch.Tensor, k: torch.Tensor, v: torch.Tensor, mask: Any, enable_gqa: bool
+) -> torch.Tensor:
+    """flex-attention over a `BlockMask`, compiled on CUDA.
+
+    Uncompiled, flex-attention falls back to a reference loop that materialises every score and ignores
+    the mask's sparsity, which costs more than SDPA with a dense mask; compiled, it runs one fused kernel
+    that skips the fully masked tiles. CPU calls (tests, the GPU check's dry run) stay eager.
+    """
+    if not q.is_cuda:
+        return flex_attention(q, k, v, block_mask=mask, enable_gqa=enable_gqa)
+    return _compiled_flex_attention()(q, k, v, block_mask=mask, enable_gqa=enable_gqa)
 
 
 class RMSNorm(nn.Module):
@@ -149,7 +169,7 @@ class DraftAttention(nn.Module):
         k = torch.cat([ctx_k, k_blk], dim=2)
         v = torch.cat([ctx_v, v_blk], dim=2)
         if BlockMask is not None and isinstance(mask, BlockMask):
-            out = flex_attention(q, k, v, block_mask=mask, enable_gqa=self.num_kv_heads != self.num_heads)
+            out = block_flex_attention(q, k, v, mask, enable_gqa=self.num_kv_heads != self.num_heads)
         else:
             out = F.scaled_dot_product_attention(
                 q, k, v, attn_mask=mask, enable_gqa=self.num_kv_heads != self.num_heads

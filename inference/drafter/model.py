@@ -283,15 +283,16 @@ class DominoDrafter(nn.Module):
         device: torch.device | str | None = None,
         dtype: torch.dtype | None = None,
         target: TargetModel | None = None,
+        mask_token_id: int | None = None,
     ) -> DominoDrafter:
         """Load and validate a drafter folder; with `target_config`, also check it fits that target.
 
         Given `target` (a `TargetModel`), the drafter is checked against it, loaded onto its device and
         dtype (unless `device` / `dtype` say otherwise) and bound to its embedding and lm_head. A public
-        config that leaves `num_target_layers` or `mask_token_id` out takes them from the target.
+        config that leaves `num_target_layers` or `mask_token_id` out takes them from the target (or from
+        `target_config` and `mask_token_id` when the target is not loaded yet).
         `dtype=None` otherwise keeps the file's dtype. Raises `DrafterCheckpointError` naming every problem.
         """
-        mask_token_id = None
         if target is not None:
             target_config = target.config
             device = device if device is not None else target.device

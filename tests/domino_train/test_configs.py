@@ -53,6 +53,13 @@ def test_ablations_are_one_line_overrides(tmp_path, compose_train):
     assert base.trainer.precision == "bf16-mixed" and base.train.lr == 6e-4 and base.trainer.max_epochs == 6
 
 
+@pytest.mark.parametrize("logger", ["none", "csv"])
+def test_paper_experiments_leave_no_logger_without_a_class(logger, tmp_path, compose_train):
+    cfg = compose_train(["experiment=qwen3_8b_curriculum", f"logger={logger}"], tmp_path)
+    assert all("_target_" in c for c in (cfg.get("logger") or {}).values()), cfg.get("logger")
+    assert cfg.ablation_set == "qwen3_8b"
+
+
 def test_unknown_keys_are_rejected(tmp_path, compose_train):
     with pytest.raises(ConfigCompositionException):
         compose_train(["experiment=tiny", "train.lrr=1.0"], tmp_path)

@@ -81,6 +81,19 @@ def test_a_plain_dflash_drafter_for_a_head_method_is_refused_before_the_target(t
         decode.run(_cfg(f"drafter_path={path}", "methods=[ar,dominotree]"), tmp_path / "run")
 
 
+def test_a_public_config_without_a_mask_id_takes_the_targets(drafter_path, tmp_path, qwen_target, monkeypatch):
+    config = json.loads((drafter_path / "config.json").read_text())
+    trained_with = config["dflash_config"].pop("mask_token_id")  # public configs may leave it to the target
+    (drafter_path / "config.json").write_text(json.dumps(config))
+    loaded, load = [], decode.DominoDrafter.from_pretrained
+    monkeypatch.setattr(
+        decode.DominoDrafter, "from_pretrained", lambda *a, **k: loaded.append(load(*a, **k)) or loaded[-1]
+    )
+    report = decode.run(_cfg(f"drafter_path={drafter_path}", "methods=[ar,dflash]", "bench=[humaneval:1]"), tmp_path)
+    assert loaded[0].config.mask_token_id == trained_with == qwen_target.mask_token_id
+    assert report["results"]["humaneval"]["dflash"]["lossless"] is True
+
+
 @pytest.mark.parametrize(
     ("overrides", "message"),
     [
