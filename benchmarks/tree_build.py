@@ -27,14 +27,16 @@ from inference.drafter.layout import default_target_layer_ids
 from inference.targets.loader import load_target_config
 
 
-def drafter_for(spec: str, device: str, dtype: torch.dtype, num_draft_layers: int = 1) -> DominoDrafter:
+def drafter_for(
+    spec: str, device: str, dtype: torch.dtype, num_draft_layers: int = 1, head: str | None = "domino"
+) -> DominoDrafter:
     """A random drafter of the recipe's shape for `spec` (5 context features, as the 5-layer recipe reads),
-    bound to a random embedding and lm_head of the target's size: no weights are needed."""
+    bound to a random embedding and lm_head of the target's size: no weights are needed. `head=None`: DFlash."""
     hf = load_target_config(spec)
     layer_ids = default_target_layer_ids(hf.num_hidden_layers, 5)  # Qwen3 (36 layers): [1, 9, 17, 25, 33]
     # The last embedding row as MASK: padded past the tokenizer in Qwen3 and the tiny targets (any id will do).
     config = DrafterConfig.from_target_config(
-        hf, num_draft_layers=num_draft_layers, target_layer_ids=layer_ids, mask_token_id=hf.vocab_size - 1
+        hf, num_draft_layers=num_draft_layers, head=head, target_layer_ids=layer_ids, mask_token_id=hf.vocab_size - 1
     )
     torch.manual_seed(0)
     with torch.device(device):  # initialised where it runs: a CPU init of an 8B-shaped drafter takes seconds

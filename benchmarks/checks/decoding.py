@@ -13,9 +13,10 @@ from __future__ import annotations
 
 import torch
 from gpu_check import ROOT
+from tree_build import drafter_for
 
 from checks.context import CheckFailed, Context, StageSkipped, table
-from inference import DominoDrafter, DrafterConfig, load_target
+from inference import DominoDrafter, load_target
 from inference.decoding import DecodeOptions, TreeOptions, build_decoder
 from inference.decoding.api import prompt_ids
 
@@ -32,21 +33,6 @@ PROMPTS = [
 ]
 
 
-def _random_drafter(target, head: str | None) -> DominoDrafter:  # noqa: ANN001
-    config = DrafterConfig.from_target_config(
-        target.config,
-        num_draft_layers=2,
-        block_size=4,
-        head=head,
-        mask_token_id=target.mask_token_id,
-        gru_hidden_dim=24,
-        correction_rank=8,
-        intermediate_size=96,
-    )
-    torch.manual_seed(0)
-    return DominoDrafter(config).bind_target(target.embed_tokens, target.lm_head).eval()
-
-
 def _first_difference(a: list[int], b: list[int]) -> int | None:
     for i, (x, y) in enumerate(zip(a, b, strict=False)):
         if x != y:
@@ -58,7 +44,12 @@ def _first_difference(a: list[int], b: list[int]) -> int | None:
 def run(ctx: Context) -> tuple[dict, list]:
     if ctx.dry_run:
         target = load_target("tiny-qwen3", device="cpu")
-        drafters = {"domino": _random_drafter(target, "domino"), "dflash": _random_drafter(target, None)}
+        drafters = {  # random drafters of the tiny target's shape, drafting from its embedding and lm_head
+            kind: drafter_for("tiny-qwen3", "cpu", torch.float32, 2, head).bind_target(
+                target.embed_tokens, target.lm_head
+            )
+            for kind, head in (("domino", "domino"), ("dflash", None))
+        }
         prompts, new_tokens = [[1, 2, 3, 4, 5, 6, 7, 8], [40, 41, 42, 43]], 12
     else:
         missing = [str(p.relative_to(ROOT)) for p in DRAFTERS.values() if not (p / "config.json").is_file()]

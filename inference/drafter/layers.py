@@ -35,9 +35,9 @@ def block_flex_attention(
 ) -> torch.Tensor:
     """flex-attention over a `BlockMask`, compiled on CUDA.
 
-    Uncompiled, flex-attention falls back to a reference loop that materialises every score and ignores
-    the mask's sparsity, which costs more than SDPA with a dense mask; compiled, it runs one fused kernel
-    that skips the fully masked tiles. CPU calls (tests, the GPU check's dry run) stay eager.
+    Uncompiled, flex-attention runs its unfused reference path, which materialises every score and
+    ignores the mask's sparsity; compiled, it runs one fused kernel that skips the fully masked tiles.
+    CPU calls (tests, the GPU check's dry run) stay eager.
     """
     if not q.is_cuda:
         return flex_attention(q, k, v, block_mask=mask, enable_gqa=enable_gqa)
