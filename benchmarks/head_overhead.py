@@ -19,6 +19,7 @@ import torch
 from tree_build import drafter_for, time_rounds
 
 from inference.decoding.chain.rollout import GreedyChainRollout
+from inference.precision import resolve_dtype
 
 
 def head_overhead(spec: str, device: str, dtype: torch.dtype, context: int, rounds: int, layers: int = 5) -> dict:
@@ -59,7 +60,7 @@ def main() -> None:
     parser.add_argument("--targets", nargs="+", default=["Qwen/Qwen3-4B", "Qwen/Qwen3-8B"])
     parser.add_argument("--json", default=None, help="also write the rows to this JSON file")
     args = parser.parse_args()
-    dtype = torch.bfloat16 if args.device == "cuda" else torch.float32
+    dtype = resolve_dtype("auto", args.device)  # the precision policy: what domino-decode would run
     print(f"device {args.device}, dtype {dtype}, median of {args.rounds} rounds (ms per draft stage)")
     rows = []
     with torch.inference_mode():

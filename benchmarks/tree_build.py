@@ -3,9 +3,10 @@
     python benchmarks/tree_build.py                    # CPU: eager only
     python benchmarks/tree_build.py --device cuda      # GPU: eager and CUDA graphs
 
-Only the tree build is timed (setup + best-first expansions, including each expansion's device-to-host
-read), on random backbone outputs: no checkpoint or target weights are needed. The backbone is built
-with one layer because the tree build never touches it. Reference figures (DominoTree paper, Qwen3-4B,
+Only the tree build is timed (setup + best-first expansions, including each expansion step's
+device-to-host read; `--width` frontier nodes per head step, as `tree.expand_width`), on random backbone
+outputs: no checkpoint or target weights are needed. The backbone is built with one layer because the
+tree build never touches it. Reference figures (DominoTree paper, Qwen3-4B,
 budget 16): 3.67 ms eager, 2.31 ms with CUDA graphs per round; this project's goal is at most 1.0 ms
 with graphs. `--json PATH` also writes the rows as JSON (what `benchmarks/gpu_check.py` reads).
 """
@@ -19,11 +20,12 @@ import time
 
 import torch
 
-from inference.decoding.tree.build import best_first, build_ddtree
+from inference.decoding.tree.build import best_first_batched, build_ddtree
 from inference.decoding.tree.expander import FastDominoExpander
 from inference.drafter import DominoDrafter
 from inference.drafter.config import DrafterConfig
 from inference.drafter.layout import default_target_layer_ids
+from inference.precision import resolve_dtype
 from inference.targets.loader import load_target_config
 
 
@@ -63,7 +65,7 @@ def time_rounds(fn, rounds: int, device: str) -> float:
 
 
 def bench_target(
-    spec: str, budgets: list[int], modes: list[bool], rounds: int, device: str, dtype: torch.dtype
+    spec: str, budgets: list[int], modes: list[bool], rounds: int, device: str, dtype: torch.dtype, width: int = 8
 ) -> list[tuple[int, list[float]]]:
     """Rows of (budget, [ddtree ms, dominotree ms per mode]) for one target shape."""
     drafter = drafter_for(spec, device, dtype)
@@ -76,10 +78,10 @@ def bench_target(
     for budget in budgets:
         row = [time_rounds(lambda: build_ddtree(base, budget), rounds, device)]  # noqa: B023 - called at once
         for graph in modes:
-            expander = FastDominoExpander(drafter, 64, 8, budget, cuda_graph=graph)
+            expander = FastDominoExpander(drafter, 64, 8, budget, cuda_graph=graph, width=width)
 
             def build(e: FastDominoExpander = expander, b: int = budget) -> None:
-                best_first(e.prepare(hidden, base, root), b, cfg.num_draft_tokens)
+                best_first_batched(e.prepare(hidden, base, root), b, cfg.num_draft_tokens, width)
 
             row.append(time_rounds(build, rounds, device))
         rows.append((budget, row))
@@ -92,17 +94,18 @@ def main() -> None:
     parser.add_argument("--rounds", type=int, default=20)
     parser.add_argument("--budgets", type=int, nargs="+", default=[16, 32, 64])
     parser.add_argument("--targets", nargs="+", default=["Qwen/Qwen3-4B", "Qwen/Qwen3-8B"])
+    parser.add_argument("--width", type=int, default=8, help="frontier nodes per head step (1 = one at a time)")
     parser.add_argument("--json", default=None, help="also write the rows to this JSON file")
     args = parser.parse_args()
-    dtype = torch.bfloat16 if args.device == "cuda" else torch.float32
+    dtype = resolve_dtype("auto", args.device)  # the precision policy: what domino-decode would run
     modes = [False, True] if args.device == "cuda" else [False]
-    print(f"device {args.device}, dtype {dtype}, median of {args.rounds} rounds (ms per round)")
+    print(f"device {args.device}, dtype {dtype}, width {args.width}, median of {args.rounds} rounds (ms per round)")
     header = ["target", "budget", "ddtree"] + [f"dominotree {'graph' if g else 'eager'}" for g in modes]
     print(" | ".join(header))
     records = []
     with torch.inference_mode():
         for spec in args.targets:
-            for budget, row in bench_target(spec, args.budgets, modes, args.rounds, args.device, dtype):
+            for budget, row in bench_target(spec, args.budgets, modes, args.rounds, args.device, dtype, args.width):
                 print(" | ".join([spec.split("/")[-1], str(budget)] + [f"{t:.2f}" for t in row]))
                 records.append({"target": spec, "budget": budget, **dict(zip(header[2:], row, strict=True))})
     if args.json:

@@ -1,13 +1,15 @@
 """What a verify round costs on this machine, in AR steps: the target forward over k tokens after a prompt.
 
-    python benchmarks/verify_cost.py                        # SmolLM2-135M, k = 1 2 4 8 16 32
-    python benchmarks/verify_cost.py --target smollm2 --prompt 400 --k 1 8 16
+    python benchmarks/verify_cost.py                          # SmolLM2-135M, fp32 and bf16 side by side
+    python benchmarks/verify_cost.py --dtype auto --k 1 8 16  # only the precision domino-decode would pick
+    python benchmarks/verify_cost.py --target smollm2 --prompt 400 --threads 2
 
 A chain of block size B verifies B tokens per round, a tree of budget N verifies N + 1; a round pays
 off when tau exceeds (verify cost + draft cost) / (one AR step). On a GPU k tokens cost about one step
-up to k ~ 64; on a CPU the cost grows with k, which is what the CPU geometry (block size) is chosen on.
-Each k is timed as the median of `--repeats` forwards that extend the same cached prompt and are then
-cropped away, with features of the drafter's layers captured as decoding does.
+up to k ~ 64; on a CPU the cost depends on the precision (`inference.precision`): fp32 GEMMs grow with
+k, bf16 ones on a CPU with bf16 instructions stay nearly flat to k = 16. Each k is timed as the median
+of `--repeats` forwards that extend the same cached prompt and are then cropped away, with features of
+the drafter's layers captured as decoding does.
 """
 
 from __future__ import annotations
@@ -19,11 +21,36 @@ import time
 import torch
 
 from inference import load_target
+from inference.precision import dtype_name, resolve_dtype
+
+
+def verify_times(target, prompt_len: int, ks: list[int], layer_ids: list[int], repeats: int) -> dict[int, float]:  # noqa: ANN001
+    """Median seconds of a k-token forward after a cached `prompt_len`-token prompt, for each k."""
+    g = torch.Generator().manual_seed(0)
+    vocab = target.config.vocab_size
+    prompt = torch.randint(0, vocab, (1, prompt_len), generator=g)
+    cache = target.new_cache()
+    results = {}
+    with torch.inference_mode():
+        target(prompt, cache=cache)
+        for k in ks:
+            window = torch.randint(0, vocab, (1, k), generator=g)
+            times = []
+            for i in range(repeats + 2):
+                t0 = time.perf_counter()
+                target(window, cache=cache, layer_ids=layer_ids)
+                dt = time.perf_counter() - t0
+                target.crop_cache(cache, prompt_len)
+                if i >= 2:  # warm-up
+                    times.append(dt)
+            results[k] = statistics.median(times)
+    return results
 
 
 def main() -> None:
     parser = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
     parser.add_argument("--target", default="smollm2")
+    parser.add_argument("--dtype", nargs="+", default=["float32", "bfloat16"], help="auto, float32, bfloat16")
     parser.add_argument("--prompt", type=int, default=200, help="cached prompt tokens before the verified window")
     parser.add_argument("--k", type=int, nargs="+", default=[1, 2, 4, 8, 16, 32])
     parser.add_argument("--layer-ids", type=int, nargs="*", default=[1, 10, 18, 27])
@@ -32,29 +59,21 @@ def main() -> None:
     args = parser.parse_args()
     if args.threads:
         torch.set_num_threads(args.threads)
-    target = load_target(args.target)
-    g = torch.Generator().manual_seed(0)
-    vocab = target.config.vocab_size
-    prompt = torch.randint(0, vocab, (1, args.prompt), generator=g)
-    cache = target.new_cache()
-    with torch.inference_mode():
-        target(prompt, cache=cache)
-        results = {}
-        for k in args.k:
-            window = torch.randint(0, vocab, (1, k), generator=g)
-            times = []
-            for i in range(args.repeats + 2):
-                t0 = time.perf_counter()
-                target(window, cache=cache, layer_ids=args.layer_ids)
-                dt = time.perf_counter() - t0
-                target.crop_cache(cache, args.prompt)
-                if i >= 2:  # warm-up
-                    times.append(dt)
-            results[k] = statistics.median(times)
-    step = results.get(1) or min(results.values())
-    print(f"{target.name}: {args.prompt}-token cached prompt, threads {torch.get_num_threads()}")
-    for k, s in results.items():
-        print(f"  k = {k:>3}: {s * 1e3:7.1f} ms  = {s / step:4.2f} AR steps")
+    columns = {}
+    for dtype in dict.fromkeys(dtype_name(resolve_dtype(d, "cpu")) for d in args.dtype):
+        target = load_target(args.target, dtype=dtype, device="cpu")
+        columns[dtype] = verify_times(target, args.prompt, args.k, args.layer_ids, args.repeats)
+        del target
+    print(
+        f"{args.target}: {args.prompt}-token cached prompt, threads {torch.get_num_threads()}, median of {args.repeats}"
+    )
+    print("    k | " + " | ".join(f"{d:>9} ms  AR steps" for d in columns))
+    for k in args.k:
+        cells = []
+        for times in columns.values():
+            step = times.get(1) or min(times.values())
+            cells.append(f"{times[k] * 1e3:12.1f}  {times[k] / step:8.2f}")
+        print(f"{k:>5} | " + " | ".join(cells))
 
 
 if __name__ == "__main__":

@@ -13,6 +13,7 @@ from pathlib import Path
 from typing import Any
 
 from inference.drafter.config import DrafterConfig
+from inference.eval.divergence import counts_text
 
 VAL_KEYS = ("val/tau_final", "val/tau_base", "val/ce_final", "val/ce_base")
 
@@ -47,7 +48,8 @@ def _recipe(run_config: dict[str, Any] | None) -> list[str]:
     task, run_id = run_config.get("task_name"), run_config.get("run_id")
     return [
         f"- run `{task}/{run_id}`, seed {run_config.get('seed')} (the task name, not necessarily the experiment)",
-        f"- init `{drafter.get('init', 'random')}`, {trainer.get('max_steps')} steps, lr {train.get('lr')}, "
+        f"- init `{drafter.get('init', 'random')}`, {trainer.get('max_steps')} steps, precision "
+        f"`{trainer.get('precision')}`, lr {train.get('lr')}, "
         f"{train.get('num_anchors')} anchors per sequence, gamma {train.get('gamma')}, "
         f"causal input `{train.get('causal_input')}`, curriculum `{train.get('curriculum')}`, labels `{labels}` "
         "(text: the data's next tokens; target: the target's greedy next tokens)",
@@ -98,7 +100,8 @@ def _decoding(results: dict[str, Any]) -> list[str]:
         f"`domino-decode` at git {str(results.get('git_commit'))[:7]}, {results.get('device')} "
         f"{results.get('dtype')}, T = {results.get('temperature')}, {results.get('max_new_tokens')} new tokens; "
         f"domino / dominotree drafted with `{results.get('drafter')}`, dflash / ddtree with "
-        f"`{results.get('baseline_drafter') or results.get('drafter')}`:",
+        f"`{results.get('baseline_drafter') or results.get('drafter')}`. Lossless: no output parts from ar's "
+        "beyond the run's noise floor (exact / numerical / algorithmic generations):",
         "",
         "| set | method | prompts | tau | speedup vs ar | draft ms / round | verify ms / round | lossless |",
         "|---|---|---|---|---|---|---|---|",
@@ -107,10 +110,15 @@ def _decoding(results: dict[str, Any]) -> list[str]:
         for method, r in methods.items():
             per_round = r.get("stage_ms_per_round") or {}  # None for ar: it has no rounds
             draft, verify = (f"{v:.1f}" if (v := per_round.get(k)) is not None else "-" for k in ("draft", "verify"))
+            counts = r.get("divergences")
+            lossless = r.get("lossless") if counts is None else f"{r.get('lossless')} ({counts_text(counts)})"
             lines.append(
                 f"| {bench} | {method} | {r.get('num_prompts')} | {r.get('tau', 0):.3f} | "
-                f"{r.get('speedup', 0):.3f} | {draft} | {verify} | {r.get('lossless')} |"
+                f"{r.get('speedup', 0):.3f} | {draft} | {verify} | {lossless} |"
             )
+    floors = {r.get("noise_floor") for m in (results.get("results") or {}).values() for r in m.values()} - {None}
+    if floors:
+        lines += ["", f"Noise floor of the run: {max(floors):.3g} logits."]
     return lines
 
 

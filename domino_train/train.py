@@ -15,6 +15,7 @@ from domino_train.module import DominoLitModule
 from domino_train.resume import record_identity, resolve_ckpt_path
 from domino_train.slurm import cluster_plugins
 from inference.drafter.config import DrafterConfig
+from inference.precision import resolve_training_precision
 from inference.targets.adapter import TargetModel
 
 
@@ -35,12 +36,15 @@ def build(cfg: DictConfig) -> tuple[DominoLitModule, L.LightningDataModule, L.Tr
     target_factory = instantiate(cfg.target, _partial_=True)
     config = drafter_config(cfg, target_factory(device="meta"))
     datamodule = instantiate(cfg.data)
+    precision = resolve_training_precision(cfg.trainer.precision, cfg.trainer.accelerator)
+    run_config = OmegaConf.to_container(cfg, resolve=True)
+    run_config["trainer"]["precision"] = precision  # the card and training_config.yaml say what ran
     module = DominoLitModule(
         drafter_config=config.to_hf_dict(),
         target=target_factory,
         seed=cfg.seed,
         init=cfg.drafter.get("init", "random"),
-        run_config=OmegaConf.to_container(cfg, resolve=True),
+        run_config=run_config,
         **OmegaConf.to_container(cfg.train, resolve=True),
     )
     callbacks = [instantiate(c) for c in (cfg.get("callbacks") or {}).values() if c is not None]
@@ -49,7 +53,7 @@ def build(cfg: DictConfig) -> tuple[DominoLitModule, L.LightningDataModule, L.Tr
     loggers = [instantiate(c) for c in (cfg.get("logger") or {}).values() if c is not None]
     make_trainer = instantiate(cfg.trainer)
     plugins = [*(make_trainer.keywords.get("plugins") or []), *cluster_plugins()]
-    trainer = make_trainer(callbacks=callbacks, logger=loggers or False, plugins=plugins or None)
+    trainer = make_trainer(callbacks=callbacks, logger=loggers or False, plugins=plugins or None, precision=precision)
     return module, datamodule, trainer
 
 

@@ -1,5 +1,6 @@
 #!/usr/bin/env bash
 # The SmolLM2-135M reference drafters, end to end on a CPU: data, then the Domino and DFlash drafters.
+# Every stage runs in the default precision (`dtype: auto`: bf16 on a CPU with avx512_bf16 / AMX).
 #   launch/smollm2_recipe.sh            # every stage; rerun it to resume where it stopped
 #   RUN_ID=r2 launch/smollm2_recipe.sh  # another training run on the same data
 #   TRAIN_THREADS=2                     # threads per training (default 1: both share the 2 cores)
@@ -34,9 +35,9 @@ stage() {
 
 stage smollm2-val stages=[prepare,regenerate,tokenize,cache] pipeline.source.sources.sharegpt.limit=200 $REGEN
 stage smollm2-regen stages=[prepare,regenerate,tokenize,cache] pipeline.source.sources.sharegpt.skip=200 \
-  pipeline.source.sources.sharegpt.limit=1000 $REGEN
+  pipeline.source.sources.sharegpt.limit=2000 $REGEN
 stage smollm2-distill stages=[prepare,tokenize,cache] tokenize.input=prepared \
-  pipeline.source.sources.sharegpt.skip=1200 pipeline.source.sources.sharegpt.limit=2400
+  pipeline.source.sources.sharegpt.skip=2200 pipeline.source.sources.sharegpt.limit=5000
 
 # The drafters train side by side, one core each (two 2-thread jobs on 2 cores run far slower); each
 # logs to $LOGS/smollm2_<variant>/$RUN_ID.log. The script fails if any training fails.

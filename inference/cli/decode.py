@@ -34,8 +34,9 @@ from inference.eval.loop import run_dataset, warm_up
 from inference.eval.prompt_sets import load_benchmark
 from inference.eval.records import RecordLog
 from inference.eval.results import write_outputs
+from inference.precision import resolve_dtype
 from inference.targets.adapter import TargetModel
-from inference.targets.loader import default_dtype, load_target
+from inference.targets.loader import load_target
 
 log = logging.getLogger("domino-decode")
 
@@ -72,6 +73,13 @@ def _mask_token_id(target: TargetModel) -> int | None:
         return None
 
 
+def _verify_window(drafters: dict[str, DominoDrafter], tree: TreeOptions) -> int:
+    """The widest window a method of the run verifies at once (a chain its block, a tree budget + 1): the
+    noise floor of the lossless check is measured over that many tokens."""
+    widths = [tree.budget + 1 if method_spec(m).family == "tree" else drafters[m].config.block_size for m in drafters]
+    return max(widths, default=16)
+
+
 def _measured_settings(cfg: DictConfig) -> dict[str, Any]:
     """What the records of a run depend on: a resumed run must match it (threads, progress and warm-up not)."""
     keys = ("target", "drafter_path", "baseline_drafter_path", "methods", "verify", "cuda_graph", "tree", "bench")
@@ -89,7 +97,7 @@ def run(cfg: DictConfig, out_dir: Path) -> dict[str, Any]:
         sampling, cfg.verify, max_context=cfg.max_context, sync_stages=cfg.stage_timings, cuda_graph=cfg.cuda_graph
     )
     options = {"ar": chain, "chain": chain, "tree": replace(chain, verify=cfg.tree.verify)}
-    tree = TreeOptions(cfg.tree.budget, cfg.tree.top_m, cfg.tree.node_topk)
+    tree = TreeOptions(cfg.tree.budget, cfg.tree.top_m, cfg.tree.node_topk, cfg.tree.expand_width)
     for m in methods:
         check_options(m, options[method_spec(m).family])
     if cfg.num_threads:
@@ -107,7 +115,7 @@ def run(cfg: DictConfig, out_dir: Path) -> dict[str, Any]:
         # The target's device and dtype as `load_target` will choose them, so the drafter loads straight
         # into them (casting a built module would also round its fp32 RoPE table).
         device = cfg.target.get("device") or ("cuda" if torch.cuda.is_available() else "cpu")
-        dtype = getattr(torch, cfg.target.dtype) if cfg.target.get("dtype") else default_dtype(device)
+        dtype = resolve_dtype(cfg.target.get("dtype"), device)
         described = load_target(cfg.target.spec, device="meta", mask_token_id=cfg.target.get("mask_token_id"))
         for path in dict.fromkeys(paths.values()):
             drafters[path] = DominoDrafter.from_pretrained(
@@ -132,6 +140,8 @@ def run(cfg: DictConfig, out_dir: Path) -> dict[str, Any]:
     )
     if cfg.warmup_tokens:
         warm_up(decoders, target, cfg.warmup_tokens)
+    check_lossless = sampling.greedy and "ar" in methods
+    noise_window = _verify_window({m: drafters[p] for m, p in paths.items()}, tree) if check_lossless else None
     records = []
     for name, prompts in benchmarks.items():
         held = {}
@@ -149,6 +159,7 @@ def run(cfg: DictConfig, out_dir: Path) -> dict[str, Any]:
             cfg.max_turns,
             done=held,
             on_prompt=record_log.append,
+            noise_window=noise_window,
         )
     meta = {
         "target": target.name,
@@ -158,13 +169,14 @@ def run(cfg: DictConfig, out_dir: Path) -> dict[str, Any]:
         "dtype": str(target.dtype).removeprefix("torch."),
         "temperature": cfg.temperature,
         "verify": cfg.verify,
+        "noise_window": noise_window,
         "tree": {**asdict(tree), "verify": cfg.tree.verify},
         "max_new_tokens": cfg.max_new_tokens,
         "torch": torch.__version__,
         "git_commit": _git_commit(),
         "config": OmegaConf.to_container(cfg, resolve=True),
     }
-    report = write_outputs(out_dir, records, check_lossless=sampling.greedy and "ar" in methods, meta=meta)
+    report = write_outputs(out_dir, records, check_lossless=check_lossless, meta=meta)
     print((out_dir / "results.md").read_text())
     log.info("results in %s", out_dir)
     return report

@@ -42,6 +42,7 @@ class TreeOptions:
     budget: int = 16  # draft nodes per round, the root excluded
     top_m: int = 64  # dominotree: candidates per draft position, fixed once per round (0 = whole vocabulary)
     node_topk: int = 8  # dominotree: children scored per expanded node
+    expand_width: int = 8  # dominotree: frontier nodes expanded per head step (the tree is the same for any)
 
     def __post_init__(self) -> None:
         if self.budget < 1:
@@ -50,3 +51,5 @@ class TreeOptions:
             raise ValueError(f"tree top_m must be >= 0 (0 = the whole vocabulary), got {self.top_m}")
         if self.node_topk < 1:
             raise ValueError(f"tree node_topk must be >= 1 child per node, got {self.node_topk}")
+        if self.expand_width < 1:
+            raise ValueError(f"tree expand_width must be >= 1 node per head step, got {self.expand_width}")

@@ -8,6 +8,10 @@ conversation history of later turns, so every method sees identical prompts even
 replies differ. Generation i of a dataset (its i-th prompt turn, counted over every turn of every prompt)
 draws from a generator seeded with (seed, i), the same for every method and however the run was resumed.
 A prompt that does not fit the target's context is reported, skipped and counted.
+
+Greedy runs with `ar` also measure, prompt by prompt and outside the timed generations, what the
+lossless check needs (`inference.eval.divergence`): the prompt's noise on `ar`'s record, and on every
+record that differs from `ar`'s, where and by how large a logit gap it parts.
 """
 
 from __future__ import annotations
@@ -19,6 +23,7 @@ import torch
 from tqdm.auto import tqdm
 
 from inference.decoding.generation import Decoder, PromptTooLongError
+from inference.eval.divergence import measure_divergence, measure_noise
 from inference.eval.prompt_sets import BenchmarkPrompt
 from inference.eval.records import Record
 from inference.targets.adapter import TargetModel
@@ -44,17 +49,21 @@ def run_prompt(
     seed: int,
     max_turns: int | None,
     method_done: Callable[[int], None] | None = None,
+    noise_window: int | None = None,
 ) -> list[Record]:
     """Every method (in order) over every turn of one prompt; generation `first_index + turn` seeds turn `turn`.
 
-    `method_done(m)` is called when method number m has finished the prompt (the progress bars)."""
+    `method_done(m)` is called when method number m has finished the prompt (the progress bars).
+    `noise_window` (greedy runs with `ar`): measure the divergences and this prompt's noise over that many
+    tokens (`check_divergences`)."""
     records: list[Record] = []
     history: dict[int, str] = {}  # the first method's reply to each turn
+    turn_ids: dict[int, list[int]] = {}  # every method sees the same prompt at a turn
     for m, (method, decoder) in enumerate(decoders.items()):
         messages: list[dict[str, str]] = []
         for turn, content in enumerate(prompt.turns[:max_turns]):
             messages.append({"role": "user", "content": content})
-            ids = target.chat_ids(messages)
+            ids = turn_ids.setdefault(turn, target.chat_ids(messages))
             generator = torch.Generator(target.device).manual_seed(seed * 1_000_003 + first_index + turn)
             try:
                 gen = decoder.generate(ids, max_new_tokens, generator)
@@ -69,7 +78,22 @@ def run_prompt(
             messages.append({"role": "assistant", "content": history[turn]})
         if method_done is not None:
             method_done(m)
+    if noise_window:
+        check_divergences(records, turn_ids, target, noise_window)
     return records
+
+
+def check_divergences(
+    records: list[Record], turn_ids: Mapping[int, list[int]], target: TargetModel, window: int
+) -> None:
+    """Fill `noise` on each `ar` record and `divergence` on each record that differs from `ar`'s (same turn)."""
+    reference = {r.turn: r for r in records if r.method == "ar" and not r.skipped}
+    for turn, ar in reference.items():
+        ar.noise = measure_noise(target, turn_ids[turn], ar.tokens, window)
+    for r in records:
+        if r.method != "ar" and not r.skipped and r.turn in reference:
+            found = measure_divergence(target, turn_ids[r.turn], reference[r.turn].tokens, r.tokens)
+            r.divergence = found.to_dict() if found else None
 
 
 def run_dataset(
@@ -83,12 +107,14 @@ def run_dataset(
     max_turns: int | None = None,
     done: Mapping[str, list[Record]] | None = None,
     on_prompt: Callable[[list[Record]], None] | None = None,
+    noise_window: int | None = None,
 ) -> list[Record]:
     """Every method over `prompts`; returns one `Record` per method, prompt and turn.
 
     `max_turns` keeps only the first turns of multi-turn prompts (1 = mt-bench's first turns only).
     `done` maps prompt ids to the records a resumed run already holds (those prompts are not rerun);
     `on_prompt` receives each newly finished prompt's records (the run's log appends them).
+    `noise_window`: see `run_prompt`.
     """
     done = done or {}
     bars = [
@@ -119,6 +145,7 @@ def run_dataset(
                 seed,
                 max_turns,
                 lambda m: bars[m].update(),
+                noise_window,
             )
             if on_prompt is not None:
                 on_prompt(new)

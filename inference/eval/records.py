@@ -32,6 +32,8 @@ class Record:
     stats: GenerationStats | None
     text: str | None = None
     skip_reason: str | None = None
+    noise: float | None = None  # `ar` records at T = 0: this prompt's share of the run's noise floor
+    divergence: dict[str, Any] | None = None  # other records at T = 0 that differ from `ar`'s: `Divergence`
 
     @property
     def skipped(self) -> bool:
@@ -44,17 +46,21 @@ class Record:
         if self.skipped:
             return row | {"skipped": self.skip_reason}
         s = self.stats
-        return row | {
-            "prompt_tokens": s.prompt_tokens,
-            "output_tokens": s.output_tokens,
-            "finish_reason": self.finish_reason,
-            "tau": s.tau,
-            "accept_lengths": s.accept_lengths,
-            "stage_s": s.stage_seconds(),
-            "tokens": self.tokens,
-            "text": self.text,
-            "stats": asdict(s),
-        }
+        return (
+            row
+            | {
+                "prompt_tokens": s.prompt_tokens,
+                "output_tokens": s.output_tokens,
+                "finish_reason": self.finish_reason,
+                "tau": s.tau,
+                "accept_lengths": s.accept_lengths,
+                "stage_s": s.stage_seconds(),
+                "tokens": self.tokens,
+                "text": self.text,
+                "stats": asdict(s),
+            }
+            | {k: v for k, v in (("noise", self.noise), ("divergence", self.divergence)) if v is not None}
+        )
 
     @classmethod
     def from_row(cls, row: dict[str, Any]) -> Record:
@@ -62,7 +68,8 @@ class Record:
         if "skipped" in row:
             return cls(*key, None, None, None, skip_reason=row["skipped"])
         stats = GenerationStats(**row["stats"])
-        return cls(*key, row["tokens"], row["finish_reason"], stats, row["text"])
+        tokens, reason, text = row["tokens"], row["finish_reason"], row["text"]
+        return cls(*key, tokens, reason, stats, text, noise=row.get("noise"), divergence=row.get("divergence"))
 
 
 class RecordLog:

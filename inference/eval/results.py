@@ -2,8 +2,10 @@
 
 Per dataset and method: tau (tokens committed per verify round, bonus included, SGLang's convention),
 speedup (AR decode time per output token / the method's, same process and prompts), tokens/s, counts,
-the acceptance-length histogram, stage timings and, at T = 0 with `ar` run, `lossless` (every output
-equal to `ar`'s; null when not checked). Time per output token is decode time (everything after the
+the acceptance-length histogram, stage timings and, at T = 0 with `ar` run, the divergence classes of
+`inference.eval.divergence`: `divergences: {exact, numerical, algorithmic}` (generations), the run's
+`noise_floor`, the largest gap counted `numerical`, and `lossless` = no algorithmic divergence (null
+when not checked). Time per output token is decode time (everything after the
 first token) over output tokens, as in the DFlash / DDTree harness; prefill is reported on its own.
 """
 
@@ -15,6 +17,7 @@ from collections import Counter, defaultdict
 from pathlib import Path
 from typing import Any
 
+from inference.eval.divergence import ALGORITHMIC, DIVERGENCE_CLASSES, NUMERICAL, classify, counts_text
 from inference.eval.records import Record
 
 log = logging.getLogger(__name__)
@@ -26,8 +29,14 @@ def _mean(values: list[float]) -> float | None:
     return sum(values) / len(values) if values else None
 
 
-def method_summary(records: list[Record], reference: list[Record] | None) -> dict[str, Any]:
-    """Metrics of one method on one dataset; `reference` = the `ar` records when outputs are compared."""
+def noise_floor(records: list[Record]) -> float | None:
+    """The run's noise floor: the largest noise measured on any of its prompts (None if none was)."""
+    return max((r.noise for r in records if r.noise is not None), default=None)
+
+
+def method_summary(records: list[Record], reference: list[Record] | None, floor: float | None = None) -> dict[str, Any]:
+    """Metrics of one method on one dataset; `reference` = the `ar` records when outputs are compared,
+    `floor` the run's noise floor they are judged with."""
     done = [r for r in records if not r.skipped]
     output_tokens = sum(len(r.tokens) for r in done)
     parts = sorted({k for r in done for k in r.stats.stage_seconds() if k not in STAGES})
@@ -46,7 +55,9 @@ def method_summary(records: list[Record], reference: list[Record] | None) -> dic
         "num_output_tokens": output_tokens,
         "skipped_prompts": len({r.prompt_id for r in records if r.skipped}),  # a turn did not fit the context
         "lossless": None,
-        "mismatched_generations": None,
+        "divergences": None,
+        "noise_floor": None,
+        "max_numerical_gap": None,
         "rounds": rounds,
         "accept_length_histogram": [histogram.get(n, 0) for n in range(max(histogram, default=0) + 1)],
         "stage_s": stages,
@@ -56,10 +67,19 @@ def method_summary(records: list[Record], reference: list[Record] | None) -> dic
     }
     if reference is not None:
         expected = {(r.prompt_id, r.turn): r.tokens for r in reference if not r.skipped}
-        mismatched = sum(expected.get((r.prompt_id, r.turn)) != r.tokens for r in done)
-        mismatched += len(expected) - len(done)
-        summary["lossless"] = mismatched == 0
-        summary["mismatched_generations"] = mismatched
+        counts = dict.fromkeys(DIVERGENCE_CLASSES, 0)
+        gaps = []
+        for r in done:
+            key = (r.prompt_id, r.turn)
+            kind = classify(r.divergence, expected.get(key) == r.tokens, floor) if key in expected else ALGORITHMIC
+            counts[kind] += 1
+            if kind == NUMERICAL:
+                gaps.append(r.divergence["gap"])
+        counts[ALGORITHMIC] += len(expected.keys() - {(r.prompt_id, r.turn) for r in done})  # missing ones
+        summary["lossless"] = counts[ALGORITHMIC] == 0
+        summary["divergences"] = counts
+        summary["noise_floor"] = floor
+        summary["max_numerical_gap"] = max(gaps, default=None)
     return summary
 
 
@@ -68,13 +88,14 @@ def summarize(records: list[Record], check_lossless: bool) -> dict[str, dict[str
     grouped: dict[str, dict[str, list[Record]]] = defaultdict(lambda: defaultdict(list))
     for r in records:
         grouped[r.dataset][r.method].append(r)
+    floor = noise_floor(records)
     results: dict[str, dict[str, dict[str, Any]]] = {}
     for dataset, by_method in grouped.items():
         ar = by_method.get("ar")
         results[dataset] = {}
         for method, recs in by_method.items():
             compare = check_lossless and ar is not None and method != "ar"
-            results[dataset][method] = method_summary(recs, ar if compare else None)
+            results[dataset][method] = method_summary(recs, ar if compare else None, floor)
         ar_tpot = results[dataset].get("ar", {}).get("time_per_output_token_s")
         for summary in results[dataset].values():
             tpot = summary["time_per_output_token_s"]
@@ -88,6 +109,11 @@ def mean_over_datasets(results: dict[str, dict[str, dict[str, Any]]]) -> dict[st
         m: {k: _mean([d[m][k] for d in results.values() if m in d]) for k in ("tau", "speedup", "tokens_per_s")}
         for m in methods
     }
+
+
+def noise_floor_of(results: dict[str, dict[str, dict[str, Any]]]) -> float | None:
+    """The noise floor the summaries were judged with (one per run)."""
+    return next((s["noise_floor"] for d in results.values() for s in d.values() if s["noise_floor"] is not None), None)
 
 
 def _fmt(value: float | None, spec: str, suffix: str = "") -> str:
@@ -111,7 +137,9 @@ def markdown(results: dict[str, dict[str, dict[str, Any]]], header: str) -> str:
     lines += [
         "",
         "Cells: speedup / tau. Speedup = AR decode time per output token / the method's (same process, same "
-        "prompts); tau = tokens committed per verify round, bonus included.",
+        "prompts); tau = tokens committed per verify round, bonus included. Lossless (exact / numerical / "
+        "algorithmic generations): yes when no output parts from ar's beyond the run's noise floor "
+        f"({_fmt(noise_floor_of(results), '.3g')} logits; inference/eval/divergence.py).",
         "",
         "| dataset | method | tau | speedup | tok/s | prompts | output tokens | skipped | lossless "
         "| draft ms/round | verify ms/round | commit ms/round |",
@@ -120,9 +148,7 @@ def markdown(results: dict[str, dict[str, dict[str, Any]]], header: str) -> str:
     for d in datasets:
         for method, s in results[d].items():
             per_round = s["stage_ms_per_round"]
-            lossless = (
-                "-" if s["lossless"] is None else ("yes" if s["lossless"] else f"NO ({s['mismatched_generations']})")
-            )
+            lossless = _lossless_cell(s)
             lines.append(
                 f"| {d} | {method} | {_fmt(s['tau'], '.2f')} | {_fmt(s['speedup'], '.2f', 'x')} "
                 f"| {_fmt(s['tokens_per_s'], '.1f')} | {s['num_prompts']} | {s['num_output_tokens']} "
@@ -130,6 +156,13 @@ def markdown(results: dict[str, dict[str, dict[str, Any]]], header: str) -> str:
                 f"| {_fmt(per_round['verify'], '.2f')} | {_fmt(per_round['commit'], '.2f')} |"
             )
     return "\n".join(lines) + "\n"
+
+
+def _lossless_cell(s: dict[str, Any]) -> str:
+    """`yes (exact / numerical / algorithmic)`, `NO (...)`, or `-` when not checked."""
+    if s["lossless"] is None:
+        return "-"
+    return f"{'yes' if s['lossless'] else 'NO'} ({counts_text(s['divergences'])})"
 
 
 def generation_rows(records: list[Record]) -> list[dict[str, Any]]:

@@ -15,6 +15,7 @@ from typing import Any
 
 import torch
 
+from inference.precision import resolve_dtype
 from inference.targets.adapter import TargetModel
 
 TINY_SPECS = {"tiny": "qwen3", "tiny-qwen3": "qwen3", "tiny-llama": "llama"}
@@ -56,14 +57,9 @@ def load_target_config(spec: str) -> Any:
         raise _not_found(spec, e) from e
 
 
-def default_dtype(device: torch.device | str) -> torch.dtype:
-    """fp32 on CPU (bf16 is ~2x slower there and breaks exact greedy equality), bf16 on accelerators."""
-    return torch.float32 if torch.device(device).type == "cpu" else torch.bfloat16
-
-
 def load_target(
     spec: str,
-    dtype: torch.dtype | str | None = None,
+    dtype: torch.dtype | str | None = "auto",
     device: torch.device | str | None = None,
     mask_token_id: int | None = None,
     attn_implementation: str = "sdpa",
@@ -71,7 +67,8 @@ def load_target(
 ) -> TargetModel:
     """Load a frozen target model (and its tokenizer when it has one).
 
-    `dtype` may be a torch dtype or its name ("bfloat16"); None = fp32 on CPU, bf16 elsewhere.
+    `dtype` may be a torch dtype or its name ("bfloat16"); `auto` (or None) follows the precision policy
+    (`inference.precision`: bf16 where the device computes it natively, else fp32).
     `device="meta"` loads no weights: the tokenizer, chat template and config only (for tokenizing, or
     for talking to a remote server that runs the model).
     `chat_template_kwargs` (e.g. `{"enable_thinking": False}`) apply to every prompt rendered for it.
@@ -79,11 +76,7 @@ def load_target(
     from transformers import AutoModelForCausalLM, AutoTokenizer
 
     device = device if device is not None else ("cuda" if torch.cuda.is_available() else "cpu")
-    if isinstance(dtype, str):
-        if not isinstance(getattr(torch, dtype, None), torch.dtype):
-            raise ValueError(f"unknown dtype {dtype!r}; use e.g. float32, bfloat16 or float16")
-        dtype = getattr(torch, dtype)
-    dtype = dtype or default_dtype(device)
+    dtype = resolve_dtype(dtype, device)
     template_kwargs = dict(chat_template_kwargs or {})
     if spec in TINY_SPECS:
         from inference.targets.tiny import tiny_target

@@ -54,6 +54,19 @@ def test_tiny_experiment_trains_and_exports(tiny_cfg, tmp_path):
         assert torch.equal(a, b), k
 
 
+@pytest.mark.parametrize("flags", [{"avx512f", "avx512_bf16"}, {"avx512f"}], ids=["bf16-cpu", "fp32-cpu"])
+def test_precision_auto_trains_in_bf16_autocast_exactly_where_the_cpu_computes_bf16(
+    tiny_cfg, tmp_path, flags, monkeypatch
+):
+    monkeypatch.setattr("inference.precision.cpu_flags", lambda: frozenset(flags))
+    cfg = tiny_cfg("trainer.precision=auto", "trainer.max_steps=4", "callbacks.model_checkpoint.every_n_train_steps=4")
+    module, trainer = _fit(cfg)
+    expected = "bf16-mixed" if "avx512_bf16" in flags else "32-true"
+    assert trainer.precision == expected and module.hparams.run_config["trainer"]["precision"] == expected
+    assert all(p.dtype == torch.float32 for p in module.drafter.parameters())  # master weights stay fp32
+    assert trainer.callback_metrics["train/loss"].isfinite()
+
+
 def test_loss_falls_well_below_its_start(tiny_cfg):
     cfg = tiny_cfg(
         "trainer.max_steps=80",

@@ -1,5 +1,6 @@
 """The reference drafters shipped under pretrained/: they load against the real SmolLM2 target, stay
-small, carry their model card, and decode a held-out prompt exactly as the target alone does."""
+small, carry their model card, and decode a held-out prompt as the target alone does: token for token in
+fp32, and in bf16 (the default on this CPU) parting from it, if at all, only at a numerical tie."""
 
 from pathlib import Path
 
@@ -9,6 +10,7 @@ from safetensors import safe_open
 
 from inference import DominoDrafter, load_target
 from inference.decoding import build_decoder, prompt_ids
+from inference.eval.divergence import measure_divergence, measure_noise
 
 pytestmark = pytest.mark.slow
 PRETRAINED = Path(__file__).resolve().parents[2] / "pretrained"
@@ -16,9 +18,9 @@ SHIPPED = {"smollm2-135m-domino": ("domino", "dominotree"), "smollm2-135m-dflash
 PROMPT = "Write a Python function that returns the n-th Fibonacci number, with a short explanation."
 
 
-@pytest.fixture(scope="module")
-def smollm2():
-    return load_target("smollm2", device="cpu")
+@pytest.fixture(scope="module", params=["float32", "bfloat16"])
+def smollm2(request):
+    return load_target("smollm2", dtype=request.param, device="cpu")
 
 
 @pytest.mark.parametrize("name", sorted(SHIPPED))
@@ -43,11 +45,16 @@ def test_shipped_drafter_is_small_bf16_and_documented(name):
 
 @pytest.mark.parametrize("name", sorted(SHIPPED))
 def test_shipped_drafter_decodes_losslessly(smollm2, name):
-    drafter = DominoDrafter.from_pretrained(PRETRAINED / name, target=smollm2, dtype=torch.float32)
+    drafter = DominoDrafter.from_pretrained(PRETRAINED / name, target=smollm2, dtype=smollm2.dtype)
     assert drafter.has_draft_vocab and (drafter.head is not None) == ("domino" in name)
     prompt = prompt_ids(smollm2, PROMPT)
     expected = build_decoder("ar", smollm2).generate(prompt, 48).tokens
+    floor = measure_noise(smollm2, prompt, expected, 17)  # the widest window: a budget-16 tree
     for method in SHIPPED[name]:
         out = build_decoder(method, smollm2, drafter).generate(prompt, 48)
-        assert out.tokens == expected, method
+        if smollm2.dtype == torch.float32:
+            assert out.tokens == expected, method
+        else:
+            found = measure_divergence(smollm2, prompt, expected, out.tokens)
+            assert found is None or (found.gap is not None and found.gap <= floor), (method, found, floor)
         assert out.stats.tau > 1.0, f"{method} accepted no draft token on a held-out prompt"

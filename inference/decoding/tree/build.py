@@ -8,11 +8,18 @@ budget. They differ only in the children a node gets (`Expander`):
   (the state after consuming the root and the tokens on its path); children at draft position
   j <= `pure_draft_prefix_len` use base logits. With top-M, once per round the backbone's top-M ids of
   each position are fixed; a node's children are the `node_topk` best of the corrected logits over those
-  M, log-softmaxed over the M. A child's state is one GRU step from its parent's, computed for all
-  `node_topk` children together when the parent is expanded.
+  M, log-softmaxed over the M. A node's state is one GRU step from its parent's over its own token,
+  taken when the node is expanded (leaves never pay for one).
 
 `ReferenceDominoExpander` is the clear, direct implementation; `expander.FastDominoExpander` does the
-same arithmetic on static buffers (replayable as CUDA graphs) and must build identical trees.
+same arithmetic on static buffers (replayable as CUDA graphs) and builds the same trees.
+
+A DominoTree node's expansion is one small head step, and on a CPU (or a GPU without graphs) its cost
+is fixed overhead whatever the number of rows: `best_first_batched` expands up to `width` frontier nodes
+per head step (`Expander.expand_many`). It speculates: it pops the `width` best candidates at once and
+expands them together, until no unexpanded candidate can still enter the top `budget`; then the
+sequential `best_first` replays over the children already computed (expanding one at a time any it
+lacks). The tree is therefore exactly the sequential one, ties included; only the work is grouped.
 """
 
 from __future__ import annotations
@@ -36,6 +43,11 @@ class Expander(Protocol):
         """Children (at depth + 1) of `node`, the `rank`-th child of `parent` (-1 = the root)."""
 
 
+class BatchExpander(Expander, Protocol):
+    def expand_many(self, requests: list[tuple[int, int, int, int]]) -> list[Children]:
+        """`expand(*request)` for each (node, parent, rank, depth), computed together."""
+
+
 def best_first(expander: Expander, budget: int, max_depth: int) -> DraftTree:
     """The `budget` best nodes under the expander's scores (ties: the earlier-pushed candidate wins)."""
     tree = DraftTree()
@@ -56,6 +68,61 @@ def best_first(expander: Expander, budget: int, max_depth: int) -> DraftTree:
             kids[node] = expander.expand(node, parent, rank, depth)
             heapq.heappush(heap, (-(score[node] + kids[node][1][0]), next(order), node, depth + 1, 0))
     return tree
+
+
+class _Replay:
+    """The children `best_first_batched` computed, under the node numbers of a sequential `best_first`;
+    a node it did not expand is expanded now, under a fresh key."""
+
+    def __init__(self, expander: Expander, kids: dict[int, Children], child_key: dict[tuple[int, int], int]) -> None:
+        self.expander, self.kids, self.child_key = expander, kids, child_key
+        self.key = {-1: -1}  # sequential node -> speculative key
+        self.fresh = count(max(kids) + 1)
+
+    def root(self) -> Children:
+        return self.kids[-1]
+
+    def expand(self, node: int, parent: int, rank: int, depth: int) -> Children:
+        parent_key = self.key[parent]
+        key = self.child_key.setdefault((parent_key, rank), next(self.fresh))
+        self.key[node] = key
+        if key not in self.kids:
+            self.kids[key] = self.expander.expand(key, parent_key, rank, depth)
+        return self.kids[key]
+
+
+def best_first_batched(expander: BatchExpander, budget: int, max_depth: int, width: int = 4) -> DraftTree:
+    """`best_first`'s tree, with up to `width` node expansions per `expand_many` call (module docstring)."""
+    if width <= 1:
+        return best_first(expander, budget, max_depth)
+    if budget < 1 or max_depth < 1:
+        return DraftTree()
+    kids: dict[int, Children] = {-1: expander.root()}
+    score: dict[int, float] = {-1: 0.0}
+    child_key: dict[tuple[int, int], int] = {}
+    keys, order = count(), count()
+    heap = [(-kids[-1][1][0], next(order), -1, 1, 0)]
+    best: list[float] = []  # min-heap of the `budget` best popped scores
+
+    def settled() -> bool:  # no candidate left can still enter the top `budget`
+        return len(best) == budget and (not heap or -heap[0][0] <= best[0])
+
+    while heap and not settled():
+        batch = []
+        while heap and len(batch) < width and not settled():
+            _, _, parent, depth, rank = heapq.heappop(heap)
+            tokens, logprobs = kids[parent]
+            key = child_key[(parent, rank)] = next(keys)
+            score[key] = score[parent] + logprobs[rank]
+            (heapq.heappush if len(best) < budget else heapq.heappushpop)(best, score[key])
+            if rank + 1 < len(tokens):
+                heapq.heappush(heap, (-(score[parent] + logprobs[rank + 1]), next(order), parent, depth, rank + 1))
+            if depth < max_depth:
+                batch.append((key, parent, rank, depth))
+        for (key, _, _, depth), children in zip(batch, expander.expand_many(batch) if batch else [], strict=True):
+            kids[key] = children
+            heapq.heappush(heap, (-(score[key] + children[1][0]), next(order), key, depth + 1, 0))
+    return best_first(_Replay(expander, kids, child_key), budget, max_depth)
 
 
 def topk_logprobs(
@@ -99,7 +166,8 @@ class ReferenceDominoExpander:
     head: `init_state`, `step`, `correction` (a `DominoHead`); embed: token ids -> target embeddings;
     hidden [D, H], base_logits [D, V]: the backbone's draft positions; root [1]: the last committed token;
     token_map [N]: the target id of each logit column when the drafter has a draft vocabulary (the top-M
-    and W2 rows stay in draft ids, the children are target ids).
+    and W2 rows stay in draft ids, the children are target ids). A node's GRU state is one step from its
+    parent's over its own token, taken when the node is expanded.
     """
 
     def __init__(
@@ -118,12 +186,11 @@ class ReferenceDominoExpander:
         self.prefix_len, self.node_topk, self.token_map = prefix_len, node_topk, token_map
         self.candidates = [base_logits[d].topk(top_m).indices if top_m else None for d in range(len(base_logits))]
         init = head.init_state(1, hidden.device, hidden.dtype)
-        self.root_state = head.step(embed(root).to(hidden.dtype), init)
-        self.child_states: dict[int, torch.Tensor] = {}  # parent -> [k, G], by rank
-        self.node_state: dict[int, torch.Tensor] = {-1: self.root_state}
+        self.state: dict[int, torch.Tensor] = {-1: head.step(embed(root).to(hidden.dtype), init)}  # node -> [1, G]
+        self.children_ids: dict[int, torch.Tensor] = {}  # node -> its children's ids, best first
 
-    def _children(self, key: int, state: torch.Tensor, position: int) -> Children:
-        """Children at draft position `position` (1-based) of a node with GRU `state` [1, G]."""
+    def _children(self, node: int, position: int) -> Children:
+        """Children at draft position `position` (1-based) of `node`, from its GRU state."""
         d = position - 1
         tmap = self.token_map
         if position <= self.prefix_len:
@@ -131,20 +198,22 @@ class ReferenceDominoExpander:
         else:
             cand = self.candidates[d]
             logits = self.base[d] if cand is None else self.base[d, cand]
-            logits = logits + self.head.correction(self.hidden[d : d + 1], state, cand)[0]
+            logits = logits + self.head.correction(self.hidden[d : d + 1], self.state[node], cand)[0]
             names = tmap if cand is None else (cand if tmap is None else tmap[cand])
             values, ids = topk_logprobs(logits, self.node_topk, names)
-        embeds = self.embed(ids).to(state.dtype)
-        self.child_states[key] = self.head.step(embeds, state.expand(len(ids), -1))
+        self.children_ids[node] = ids
         return ids.tolist(), values.tolist()
 
     def root(self) -> Children:
-        return self._children(-1, self.root_state, 1)
+        return self._children(-1, 1)
 
     def expand(self, node: int, parent: int, rank: int, depth: int) -> Children:
-        state = self.child_states[parent][rank : rank + 1]
-        self.node_state[node] = state
-        return self._children(node, state, depth + 1)
+        token = self.children_ids[parent][rank : rank + 1]
+        self.state[node] = self.head.step(self.embed(token).to(self.hidden.dtype), self.state[parent])
+        return self._children(node, depth + 1)
+
+    def expand_many(self, requests: list[tuple[int, int, int, int]]) -> list[Children]:
+        return [self.expand(*request) for request in requests]
 
 
 def build_dominotree_reference(

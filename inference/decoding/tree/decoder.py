@@ -18,7 +18,7 @@ from inference.decoding.cuda_graph import use_cuda_graphs
 from inference.decoding.methods import check_drafter, check_options, method_spec
 from inference.decoding.options import DecodeOptions, TreeOptions
 from inference.decoding.speculative import DecodeState, SpeculativeDecoder, Verdict
-from inference.decoding.tree.build import best_first, build_ddtree
+from inference.decoding.tree.build import best_first_batched, build_ddtree
 from inference.decoding.tree.draft_tree import DraftTree, tree_attention_mask
 from inference.decoding.tree.expander import FastDominoExpander
 from inference.decoding.tree.verify import TREE_WALKS
@@ -46,7 +46,9 @@ class TreeDecoder(SpeculativeDecoder):
         self.expander = None
         if spec.needs_head:
             graphs = use_cuda_graphs(options.cuda_graph, target.device)
-            self.expander = FastDominoExpander(drafter, tree.top_m, tree.node_topk, tree.budget, graphs)
+            self.expander = FastDominoExpander(
+                drafter, tree.top_m, tree.node_topk, tree.budget, graphs, width=tree.expand_width
+            )
 
     def draft(self, state: DecodeState) -> DraftTree:
         depth = min(self.drafter.config.num_draft_tokens, state.tokens_left - 1)  # deeper could never be emitted
@@ -60,7 +62,8 @@ class TreeDecoder(SpeculativeDecoder):
             token_map = self.drafter.draft_to_target() if self.drafter.has_draft_vocab else None
             tree = build_ddtree(base, self.node_budget, depth, token_map)
         else:
-            tree = best_first(self.expander.prepare(hidden, base, state.root), self.node_budget, depth)
+            expander = self.expander.prepare(hidden, base, state.root)
+            tree = best_first_batched(expander, self.node_budget, depth, self.expander.width)
         parts = state.stats.draft_parts_s
         parts["backbone"] = parts.get("backbone", 0.0) + t1 - t0
         parts["build"] = parts.get("build", 0.0) + self.clock.now() - t1

@@ -1,15 +1,19 @@
 """`FastDominoExpander`: DominoTree node expansion on static buffers, replayed as CUDA graphs on GPUs.
 
-Same arithmetic as `build.ReferenceDominoExpander`, op for op, so it builds the same trees bit for
-bit; what changes is where the work happens:
+Same arithmetic as `build.ReferenceDominoExpander`, op for op (with `width=1` it builds the same trees
+bit for bit); what changes is where the work happens:
 - setup (once per round, one graph): the backbone's top-M ids per draft position, their base logits and
-  W2 rows, the base-logit children of the first `pure_draft_prefix_len` positions, the root's GRU state;
-- corr (per expanded node, one graph): correction over the M rows from the node's state, log-softmax
-  over M, top `node_topk`, and the children's GRU states (one batched step);
-- base (per expanded node above the prefix length, one graph): the precomputed base children and their
-  GRU states.
-The heap stays on the host (`build.best_first`); each expansion costs one small device-to-host read
-(the children's ids and log-probabilities), and children's states stay on the device in a pool.
+  W2 rows, the base-logit children of the first `pure_draft_prefix_len` positions, the root's GRU state
+  and the root's corrected children;
+- expand (up to `width` nodes at once, one graph): each node's GRU state (one step from its parent's
+  over its own token), the correction over the M rows from that state, log-softmax over M, top
+  `node_topk`. `build.best_first_batched` hands it several frontier nodes per step, so that a round
+  pays a few head steps instead of one per node: on a CPU each step is fixed overhead (bf16 GEMMs cost
+  the same for 1 and 32 rows), on a GPU one graph launch.
+The heap stays on the host (`build.best_first` / `best_first_batched`); each step costs one small
+device-to-host read (the children's ids and log-probabilities), and the nodes' states stay on the
+device in a pool. Children at draft positions <= `pure_draft_prefix_len` come from the base logits,
+read once per round.
 """
 
 from __future__ import annotations
@@ -23,7 +27,13 @@ from inference.drafter import DominoDrafter
 
 class FastDominoExpander:
     def __init__(
-        self, drafter: DominoDrafter, top_m: int = 64, node_topk: int = 8, budget: int = 16, cuda_graph: bool = False
+        self,
+        drafter: DominoDrafter,
+        top_m: int = 64,
+        node_topk: int = 8,
+        budget: int = 16,
+        cuda_graph: bool = False,
+        width: int = 1,
     ) -> None:
         if drafter.head is None:
             raise ValueError("DominoTree needs a drafter with a Domino head")
@@ -34,9 +44,10 @@ class FastDominoExpander:
         self.drafter, self.head = drafter, head
         # Logit columns -> target ids (a draft vocabulary); top-M and W2 rows stay in draft ids.
         self.token_map = drafter.draft_to_target() if drafter.has_draft_vocab else None
-        self.top_m, self.prefix = top_m, cfg.pure_draft_prefix_len
+        self.top_m, self.prefix, self.width = top_m, cfg.pure_draft_prefix_len, max(width, 1)
         self.k = min(node_topk, top_m or v)
         self.k_base = min(node_topk, v)
+        w = self.width
         # round inputs
         self.hidden = torch.zeros(d, h, device=dev, dtype=dt)
         self.base = torch.zeros(d, v, device=dev, dtype=dt)
@@ -48,21 +59,35 @@ class FastDominoExpander:
         self.w2_rows = torch.zeros(d, m, cfg.correction_rank, device=dev, dtype=dt)
         self.base_choice = torch.zeros(max(self.prefix, 1), 2, self.k_base, dtype=torch.float64, device=dev)
         self.root_state = torch.zeros(1, g, device=dev, dtype=dt)
-        # expansion inputs / outputs
-        self.state_in = torch.zeros(1, g, device=dev, dtype=dt)
-        self.pos_in = torch.zeros(1, dtype=torch.long, device=dev)
-        self.out_choice = torch.zeros(2, self.k, dtype=torch.float64, device=dev)
-        self.out_base_choice = torch.zeros(2, self.k_base, dtype=torch.float64, device=dev)
-        self.out_states = torch.zeros(self.k, g, device=dev, dtype=dt)
-        self.out_base_states = torch.zeros(self.k_base, g, device=dev, dtype=dt)
-        self.pool = torch.zeros((budget + 1) * max(self.k, self.k_base), g, device=dev, dtype=dt)
+        self.root_choice = torch.zeros(1, 2, self.k, dtype=torch.float64, device=dev)
+        # expansion inputs / outputs (`width` rows; a short batch repeats its first row)
+        self.parent_states = torch.zeros(w, g, device=dev, dtype=dt)
+        self.tokens = torch.zeros(w, dtype=torch.long, device=dev)
+        self.pos = torch.zeros(w, dtype=torch.long, device=dev)  # the children's draft position - 1
+        self.out_states = torch.zeros(w, g, device=dev, dtype=dt)
+        self.out_choice = torch.zeros(w, 2, self.k, dtype=torch.float64, device=dev)
+        self.pool = torch.zeros(budget + 1, g, device=dev, dtype=dt)  # expanded nodes' states, by slot
         self._slot: dict[int, int] = {}
-        self._next_slot = 0
+        self._ids: dict[int, list[int]] = {}  # node -> its children's ids (target ids), best first
+        self._base_lists: list[Children] = []
         self.setup_step = StaticStep(self._setup, cuda_graph)
-        self.corr_step = StaticStep(self._corr, cuda_graph)
-        self.base_step = StaticStep(self._base, cuda_graph)
+        self.expand_step = StaticStep(self._expand, cuda_graph)
 
     # ---------------------------------------------------------------- the captured computations
+    def _corrected(self, hidden: torch.Tensor, states: torch.Tensor, pos: torch.Tensor, out: torch.Tensor) -> None:
+        """Corrected children (log-probs and ids, as float64 [n, 2, k]) of n nodes with GRU `states` [n, G]
+        whose children sit at draft positions `pos` + 1."""
+        if self.top_m:
+            rows = self.w2_rows.index_select(0, pos)  # [n, M, r]
+            logits = self.base_m.index_select(0, pos) + self.head.correction_rows(hidden, states, rows)
+            values, idx = torch.log_softmax(logits.float(), dim=-1).topk(self.k, dim=-1)
+            ids = self.cand.index_select(0, pos).gather(1, idx)
+        else:
+            logits = self.base.index_select(0, pos) + self.head.correction(hidden, states)
+            values, ids = topk_logprobs(logits, self.k, self.token_map)
+        out[:, 0].copy_(values)
+        out[:, 1].copy_(ids)
+
     @torch.inference_mode()
     def _setup(self) -> None:
         if self.top_m:
@@ -77,30 +102,14 @@ class FastDominoExpander:
         init = self.head.init_state(1, self.hidden.device, self.hidden.dtype)
         embed = self.drafter.embed(self.root_id).to(self.hidden.dtype)
         self.root_state.copy_(self.head.step(embed, init))
-
-    def _children_states(self, ids: torch.Tensor, out: torch.Tensor) -> None:
-        embeds = self.drafter.embed(ids).to(self.state_in.dtype)
-        out.copy_(self.head.step(embeds, self.state_in.expand(len(ids), -1)))
+        first = torch.zeros(1, dtype=torch.long, device=self.hidden.device)
+        self._corrected(self.hidden[:1], self.root_state, first, self.root_choice)
 
     @torch.inference_mode()
-    def _corr(self) -> None:
-        hidden = self.hidden.index_select(0, self.pos_in)
-        if self.top_m:
-            rows = self.w2_rows.index_select(0, self.pos_in)[0]
-            logits = self.base_m.index_select(0, self.pos_in)[0]
-            logits = logits + self.head.correction_rows(hidden, self.state_in, rows)[0]
-            values, ids = topk_logprobs(logits, self.k, self.cand.index_select(0, self.pos_in)[0])
-        else:
-            logits = self.base.index_select(0, self.pos_in)[0] + self.head.correction(hidden, self.state_in)[0]
-            values, ids = topk_logprobs(logits, self.k, self.token_map)
-        self.out_choice[0].copy_(values)
-        self.out_choice[1].copy_(ids)
-        self._children_states(ids, self.out_states)
-
-    @torch.inference_mode()
-    def _base(self) -> None:
-        self.out_base_choice.copy_(self.base_choice.index_select(0, self.pos_in)[0])
-        self._children_states(self.out_base_choice[1].long(), self.out_base_states)
+    def _expand(self) -> None:
+        embeds = self.drafter.embed(self.tokens).to(self.parent_states.dtype)
+        self.out_states.copy_(self.head.step(embeds, self.parent_states))
+        self._corrected(self.hidden.index_select(0, self.pos), self.out_states, self.pos, self.out_choice)
 
     # ---------------------------------------------------------------- the Expander protocol
     def prepare(self, hidden: torch.Tensor, base_logits: torch.Tensor, root: torch.Tensor) -> FastDominoExpander:
@@ -109,31 +118,41 @@ class FastDominoExpander:
         self.base.copy_(base_logits)
         self.root_id.copy_(root)
         self.setup_step()
-        self._slot.clear()
-        self._next_slot = 0
+        self._slot, self._ids = {-1: 0}, {}
+        self.pool[0].copy_(self.root_state[0])
+        self._base_lists = [(ids, values) for values, ids in self.base_choice[: self.prefix].tolist()]  # one read
         return self
 
-    def _expand(self, key: int, state: torch.Tensor, position: int) -> Children:
-        self.state_in.copy_(state)
-        self.pos_in.fill_(position - 1)
-        if position <= self.prefix:
-            self.base_step()
-            choice, states = self.out_base_choice, self.out_base_states
-        else:
-            self.corr_step()
-            choice, states = self.out_choice, self.out_states
-        slot = self._next_slot
-        if slot + len(states) > len(self.pool):
-            self.pool = torch.cat([self.pool, torch.zeros_like(self.pool)])
-        self.pool[slot : slot + len(states)].copy_(states)
-        self._slot[key] = slot
-        self._next_slot += len(states)
-        values, ids = choice.tolist()  # the expansion's one device-to-host read
-        return [int(i) for i in ids], values
+    def _children(self, node: int, position: int, corrected: list[list[float]]) -> Children:
+        """Node's children at draft position `position` (1-based): base ones within the prefix."""
+        ids, values = self._base_lists[position - 1] if position <= self.prefix else corrected[::-1]
+        ids = [int(i) for i in ids]
+        self._ids[node] = ids
+        return ids, values
 
     def root(self) -> Children:
-        return self._expand(-1, self.root_state, 1)
+        return self._children(-1, 1, self.root_choice[0].tolist())
 
     def expand(self, node: int, parent: int, rank: int, depth: int) -> Children:
-        slot = self._slot[parent] + rank
-        return self._expand(node, self.pool[slot : slot + 1], depth + 1)
+        return self.expand_many([(node, parent, rank, depth)])[0]
+
+    def expand_many(self, requests: list[tuple[int, int, int, int]]) -> list[Children]:
+        """`expand` for each (node, parent, rank, depth), `width` nodes per step."""
+        out = []
+        for start in range(0, len(requests), self.width):
+            chunk = requests[start : start + self.width]
+            pad = chunk[:1] * (self.width - len(chunk))
+            slots = [self._slot[parent] for _, parent, _, _ in chunk + pad]
+            self.parent_states.copy_(self.pool[torch.tensor(slots, device=self.pool.device)])
+            self.tokens.copy_(torch.tensor([self._ids[parent][rank] for _, parent, rank, _ in chunk + pad]))
+            self.pos.copy_(torch.tensor([depth for *_, depth in chunk + pad]))
+            self.expand_step()
+            choices = self.out_choice[: len(chunk)].tolist()  # the step's one device-to-host read
+            first = len(self._slot)
+            while first + len(chunk) > len(self.pool):
+                self.pool = torch.cat([self.pool, torch.zeros_like(self.pool)])
+            self.pool[first : first + len(chunk)].copy_(self.out_states[: len(chunk)])
+            for j, (node, _, _, depth) in enumerate(chunk):
+                self._slot[node] = first + j
+                out.append(self._children(node, depth + 1, choices[j]))
+        return out

@@ -48,7 +48,7 @@ def test_graphed_decoders_equal_eager_and_ar_on_cuda(make_drafter, dtype):
         if method == "domino":
             assert graphed.rollout is not None and graphed.rollout.step.graph is not None
         else:
-            assert graphed.expander.corr_step.graph is not None
+            assert graphed.expander.expand_step.graph is not None
         _, eager = _decode(target, drafter, method, "off")
         assert tokens == eager, method  # the graphs replay the eager arithmetic exactly, bf16 included
         if dtype == torch.float32:  # in bf16 a k-token verify forward may round unlike a 1-token AR step

@@ -11,8 +11,8 @@ def _record(method, prompt_id, tokens, accept_lengths, decode_s, dataset="mt-ben
     return Record(dataset, method, prompt_id, turn, tokens, "length", stats, text="x")
 
 
-def _records():
-    return [
+def _records(gap=5.0):
+    records = [
         _record("ar", "a", [1, 2, 3, 4, 5], [1, 1, 1, 1], 4.0),
         _record("ar", "b", [6, 7, 8], [1, 1], 2.0),
         _record("domino", "a", [1, 2, 3, 4, 5], [3, 1], 1.0),
@@ -20,6 +20,9 @@ def _records():
         _record("dflash", "a", [1, 2, 3, 4, 9], [4], 1.0),  # differs from ar
         Record("mt-bench", "dflash", "b", 0, None, None, None, skip_reason="too long"),
     ]
+    records[0].noise, records[1].noise = 0.5, 0.25  # the run's floor: 0.5
+    records[4].divergence = {"position": 4, "ar_token": 5, "token": 9, "gap": gap}
+    return records
 
 
 def test_summary_numbers():
@@ -28,11 +31,37 @@ def test_summary_numbers():
     assert ar["tau"] == 1.0 and ar["speedup"] == 1.0 and ar["lossless"] is None
     assert domino["tau"] == 2.0 and domino["accept_length_histogram"] == [0, 1, 1, 1]
     assert domino["speedup"] == (6.0 / 8) / (2.0 / 8) and domino["tokens_per_s"] == 4.0
-    assert domino["lossless"] is True and domino["mismatched_generations"] == 0
-    assert dflash["lossless"] is False and dflash["mismatched_generations"] == 2  # one differs, one missing
+    assert domino["lossless"] is True and domino["divergences"] == {"exact": 2, "numerical": 0, "algorithmic": 0}
+    # one differs beyond the floor, one is missing
+    assert dflash["lossless"] is False and dflash["divergences"] == {"exact": 0, "numerical": 0, "algorithmic": 2}
+    assert dflash["noise_floor"] == 0.5 and dflash["max_numerical_gap"] is None
     assert dflash["skipped_prompts"] == 1 and dflash["num_prompts"] == 1 and dflash["num_output_tokens"] == 5
     assert domino["stage_ms_per_round"]["verify"] == 1e3 * 0.7 * 2.0 / 3
     assert summarize(_records(), check_lossless=False)["mt-bench"]["domino"]["lossless"] is None
+
+
+def test_a_divergence_within_the_runs_noise_floor_is_numerical():
+    records = [r for r in _records(gap=0.4) if r.prompt_id == "a"]
+    dflash = summarize(records, check_lossless=True)["mt-bench"]["dflash"]
+    assert dflash["divergences"] == {"exact": 0, "numerical": 1, "algorithmic": 0} and dflash["lossless"] is True
+    assert dflash["max_numerical_gap"] == 0.4
+    records[0].noise = 0.3  # a quieter run: the same gap is now beyond the floor
+    assert summarize(records, check_lossless=True)["mt-bench"]["dflash"]["divergences"]["algorithmic"] == 1
+
+
+def test_an_unmeasured_difference_or_a_run_without_a_floor_is_algorithmic():
+    records = _records(gap=0.1)
+    for r in records:
+        r.noise = None
+    assert summarize(records, check_lossless=True)["mt-bench"]["dflash"]["divergences"]["algorithmic"] == 2
+    records = _records()
+    records[4].divergence = None
+    assert summarize(records, check_lossless=True)["mt-bench"]["dflash"]["divergences"]["algorithmic"] == 2
+
+
+def test_records_keep_noise_and_divergence_through_the_log():
+    for r in _records():
+        assert Record.from_row(json.loads(json.dumps(r.to_row()))) == r
 
 
 def test_files(tmp_path):
@@ -44,7 +73,9 @@ def test_files(tmp_path):
     rows = [json.loads(line) for line in (tmp_path / "generations.jsonl").read_text().splitlines()]
     assert len(rows) == 6 and rows[-1]["skipped"] == "too long" and rows[2]["accept_lengths"] == [3, 1]
     table = (tmp_path / "results.md").read_text()
-    assert "| domino | 3.00x / 2.00 | 3.00x / 2.00 |" in table and "NO (2)" in table
+    assert (
+        "| domino | 3.00x / 2.00 | 3.00x / 2.00 |" in table and "NO (0 / 0 / 2)" in table and "yes (2 / 0 / 0)" in table
+    )
 
 
 def test_markdown_lists_every_dataset():

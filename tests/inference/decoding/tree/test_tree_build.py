@@ -7,7 +7,7 @@ import math
 import pytest
 import torch
 
-from inference.decoding.tree.build import best_first, build_ddtree, build_dominotree_reference
+from inference.decoding.tree.build import best_first, best_first_batched, build_ddtree, build_dominotree_reference
 from inference.decoding.tree.draft_tree import DraftTree
 from inference.decoding.tree.expander import FastDominoExpander
 
@@ -75,6 +75,63 @@ def test_fast_builder_equals_the_reference_bit_for_bit(any_tiny_target, top_m, n
         got = best_first(fast.prepare(hidden, base, root), budget, hidden.shape[0])
         assert got == ref  # same nodes, same order, same scores (exact float equality)
         assert len(got) == budget and max(got.depths) <= hidden.shape[0]
+
+
+class _PathExpander:
+    """Children that depend only on a node's path (so any numbering of the nodes sees the same tree):
+    `k` tokens with log-probabilities drawn per path, rounded to `step` so that ties are frequent."""
+
+    def __init__(self, k: int, step: float, seed: int) -> None:
+        self.k, self.step, self.seed = k, step, seed
+        self.path = {-1: ()}
+        self.calls = self.single = 0
+
+    def _children(self, path):
+        g = torch.Generator().manual_seed(hash((self.seed, path)) % 2**31)
+        logprobs = torch.log_softmax(torch.randn(self.k, generator=g) * 2, -1)
+        logprobs = (logprobs / self.step).round() * self.step if self.step else logprobs
+        values, order = logprobs.sort(descending=True, stable=True)
+        return [int(t) * 7 + len(path) for t in order], [min(v, 0.0) for v in values.tolist()]
+
+    def root(self):
+        return self._children(())
+
+    def expand(self, node, parent, rank, depth):
+        self.single += 1
+        return self._expand(node, parent, rank)
+
+    def _expand(self, node, parent, rank):
+        self.path[node] = (*self.path[parent], rank)
+        return self._children(self.path[node])
+
+    def expand_many(self, requests):
+        self.calls += 1
+        return [self._expand(*r[:3]) for r in requests]
+
+
+@pytest.mark.parametrize("step", [0.0, 0.5])
+def test_batched_expansion_builds_the_sequential_tree(step):
+    for seed, budget, depth, width, k in itertools.product(range(4), (1, 3, 16, 40), (1, 3, 6), (2, 3, 8), (2, 5)):
+        sequential = best_first(_PathExpander(k, step, seed), budget, depth)
+        batched = _PathExpander(k, step, seed)
+        tree = best_first_batched(batched, budget, depth, width)
+        assert tree == sequential, (seed, budget, depth, width, k)  # nodes, order, scores: ties included
+    wide = _PathExpander(8, 0.0, 0)
+    best_first_batched(wide, 16, 3, 8)
+    assert wide.calls <= 4 and wide.single == 0  # 16 nodes in a few steps, not 16, and none left to replay
+
+
+@pytest.mark.parametrize("width", [2, 8])
+@torch.inference_mode()
+def test_fast_batched_builder_equals_the_reference(qwen_target, make_drafter, width):
+    drafter = make_drafter(qwen_target, block_size=8, pure_draft_prefix_len=1).eval()
+    fast = FastDominoExpander(drafter, 16, 4, budget=4, width=width)
+    for seed, budget in itertools.product(range(3), (5, 16, 40)):
+        hidden, base, root = _round_inputs(drafter, qwen_target, seed)
+        ref = build_dominotree_reference(drafter.head, drafter.embed, hidden, base, root, 1, budget, 16, 4)
+        got = best_first_batched(fast.prepare(hidden, base, root), budget, hidden.shape[0], width)
+        assert (got.tokens, got.parents, got.depths) == (ref.tokens, ref.parents, ref.depths)
+        assert got.scores == pytest.approx(ref.scores, abs=1e-5)  # rows batched together may round differently
 
 
 class _ToyHead:
