@@ -3,8 +3,10 @@
     python benchmarks/train_step.py experiment=smollm2_domino            # the SmolLM2 recipe
     python benchmarks/train_step.py experiment=smollm2_domino drafter.draft_vocab_size=null  # one lever off
 
-Arguments are the training config's Hydra overrides. The step is `DominoLitModule._step` + backward +
-AdamW, on the experiment's drafter and real target (its frozen embedding and lm_head), with random
+Arguments are the training config's Hydra overrides. The step runs in the training's precision
+(`trainer.precision`, auto = bf16 autocast on a CPU with bf16 instructions: `inference.precision`;
+`trainer.precision=32-true` for fp32). The step is `DominoLitModule._step` + backward + AdamW, on the
+experiment's drafter and real target (its frozen embedding and lm_head), with random
 token rows of `--seq-len` tokens (`--assistant` of them loss-masked) and random context features in
 place of a feature cache: the cost of a step depends on the shapes, not on the values. Prints blocks/s
 (anchor blocks trained per second) and the share of the step spent
@@ -18,6 +20,7 @@ The parts are timed separately on the same shapes (median of `--repeats`), so th
 from __future__ import annotations
 
 import argparse
+import contextlib
 import statistics
 import time
 from collections.abc import Callable
@@ -33,14 +36,19 @@ from domino_train.module import DominoLitModule
 from domino_train.objectives import sample_anchors
 from domino_train.train import drafter_config
 from inference.drafter.block_mask import anchor_block_mask
+from inference.precision import resolve_training_precision
 
 
-def median_seconds(fn: Callable[[], None], repeats: int) -> float:
-    fn()  # warm-up
+def median_seconds(fn: Callable[[], None], repeats: int, autocast: bool = False) -> float:
+    """Median seconds of `fn()` after one warm-up call, under bf16 CPU autocast when `autocast`."""
+    context = (lambda: torch.autocast("cpu", dtype=torch.bfloat16)) if autocast else contextlib.nullcontext
+    with context():
+        fn()  # warm-up
     times = []
     for _ in range(repeats):
         t0 = time.perf_counter()
-        fn()
+        with context():
+            fn()
         times.append(time.perf_counter() - t0)
     return statistics.median(times)
 
@@ -58,7 +66,10 @@ def main() -> None:
 
     with initialize_config_dir(CONF_DIR, version_base="1.3"):
         cfg = compose("train", overrides=args.overrides)
-    target = instantiate(cfg.target)
+    precision = resolve_training_precision(cfg.trainer.precision, cfg.trainer.accelerator)
+    autocast = precision == "bf16-mixed"
+    dtype = cfg.target.dtype if cfg.target.dtype not in (None, "auto") else ("bfloat16" if autocast else "float32")
+    target = instantiate(cfg.target, dtype=dtype)
     config = drafter_config(cfg, target)
     train = OmegaConf.to_container(cfg.train, resolve=True)
     module = DominoLitModule(drafter_config=config.to_hf_dict(), target=lambda **_: target, **train)
@@ -110,11 +121,12 @@ def main() -> None:
         pos = (anchors.clamp(min=0).unsqueeze(-1) + torch.arange(bs)).view(b, -1)
         drafter.backbone(embeds, pos, context, mask).sum().backward()
 
-    step_s = median_seconds(full_step, args.repeats)
-    lm_s = median_seconds(lm_head_part, args.repeats)
-    layers_s = median_seconds(layers_part, args.repeats)
+    step_s = median_seconds(full_step, args.repeats, autocast)
+    lm_s = median_seconds(lm_head_part, args.repeats, autocast)
+    layers_s = median_seconds(layers_part, args.repeats, autocast)
     rest_s = max(step_s - lm_s - layers_s, 0.0)
-    print(f"overrides: {' '.join(args.overrides) or '(defaults)'}; threads {torch.get_num_threads()}")
+    overrides = " ".join(args.overrides) or "(defaults)"
+    print(f"overrides: {overrides}; precision {precision}; threads {torch.get_num_threads()}")
     print(
         f"drafter: {config.num_hidden_layers} layers, block {config.block_size}, head {config.head}, "
         f"logits over {config.output_vocab_size} ids; batch {b} x {t} tokens, {blocks} blocks per step"

@@ -15,7 +15,7 @@ from domino_train.module import DominoLitModule
 from domino_train.resume import record_identity, resolve_ckpt_path
 from domino_train.slurm import cluster_plugins
 from inference.drafter.config import DrafterConfig
-from inference.precision import resolve_training_precision
+from inference.precision import AUTO, resolve_training_precision
 from inference.targets.adapter import TargetModel
 
 
@@ -33,10 +33,13 @@ def drafter_config(cfg: DictConfig, target: TargetModel) -> DrafterConfig:
 def build(cfg: DictConfig) -> tuple[DominoLitModule, L.LightningDataModule, L.Trainer]:
     """Everything `train` fits, built from the config (the target's weights are loaded later, in setup)."""
     L.seed_everything(cfg.seed, workers=True)
-    target_factory = instantiate(cfg.target, _partial_=True)
+    precision = resolve_training_precision(cfg.trainer.precision, cfg.trainer.accelerator)
+    dtype = cfg.target.get("dtype")
+    if dtype in (None, AUTO):  # the frozen target computes in the training's precision
+        dtype = "bfloat16" if str(precision).startswith("bf16") else "float32"
+    target_factory = instantiate(cfg.target, _partial_=True, dtype=dtype)
     config = drafter_config(cfg, target_factory(device="meta"))
     datamodule = instantiate(cfg.data)
-    precision = resolve_training_precision(cfg.trainer.precision, cfg.trainer.accelerator)
     run_config = OmegaConf.to_container(cfg, resolve=True)
     run_config["trainer"]["precision"] = precision  # the card and training_config.yaml say what ran
     module = DominoLitModule(

@@ -59,12 +59,25 @@ def test_precision_auto_trains_in_bf16_autocast_exactly_where_the_cpu_computes_b
     tiny_cfg, tmp_path, flags, monkeypatch
 ):
     monkeypatch.setattr("inference.precision.cpu_flags", lambda: frozenset(flags))
-    cfg = tiny_cfg("trainer.precision=auto", "trainer.max_steps=4", "callbacks.model_checkpoint.every_n_train_steps=4")
+    cfg = tiny_cfg(
+        "trainer.precision=auto",
+        "target.dtype=auto",
+        "trainer.max_steps=4",
+        "callbacks.model_checkpoint.every_n_train_steps=4",
+    )
     module, trainer = _fit(cfg)
     expected = "bf16-mixed" if "avx512_bf16" in flags else "32-true"
     assert trainer.precision == expected and module.hparams.run_config["trainer"]["precision"] == expected
+    assert module.target.dtype == (torch.bfloat16 if "avx512_bf16" in flags else torch.float32)
     assert all(p.dtype == torch.float32 for p in module.drafter.parameters())  # master weights stay fp32
     assert trainer.callback_metrics["train/loss"].isfinite()
+
+
+def test_an_fp32_training_loads_an_auto_target_in_fp32(tiny_cfg, monkeypatch):
+    monkeypatch.setattr("inference.precision.cpu_flags", lambda: frozenset({"avx512_bf16"}))
+    cfg = tiny_cfg("trainer.precision=32-true", "target.dtype=auto", "trainer.max_steps=2")
+    module, _ = _fit(cfg)
+    assert module.target.dtype == torch.float32
 
 
 def test_loss_falls_well_below_its_start(tiny_cfg):
