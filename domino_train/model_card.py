@@ -144,8 +144,9 @@ def write_model_card(
         f"# {kind} drafter for {target}",
         "",
         "A speculative-decoding drafter in the public DFlash / Domino layout (`config.json` + "
-        "`model.safetensors`). Verification keeps the target's outputs unchanged: greedy decoding is "
-        "token-for-token identical to the target's own, sampling exact.",
+        "`model.safetensors`). Verification keeps the target's outputs unchanged: greedy decoding equals "
+        "the target's own token for token, or parts from it only at a numerical tie of the target (bf16; "
+        "exact in fp32), and sampling is exact.",
         "",
         "## Architecture",
         *_architecture(config),
