@@ -29,6 +29,7 @@ from inference.decoding.api import build_decoder
 from inference.decoding.methods import DECODING_METHODS, check_drafter, check_options, method_spec
 from inference.decoding.options import DecodeOptions, TreeOptions
 from inference.decoding.sampling import SamplingParams
+from inference.decoding.speculative import SpeculativeDecoder
 from inference.drafter import DominoDrafter
 from inference.eval.loop import run_dataset, warm_up
 from inference.eval.prompt_sets import load_benchmark
@@ -73,16 +74,39 @@ def _mask_token_id(target: TargetModel) -> int | None:
         return None
 
 
-def _verify_window(drafters: dict[str, DominoDrafter], tree: TreeOptions) -> int:
-    """The widest window a method of the run verifies at once (a chain its block, a tree budget + 1): the
-    noise floor of the lossless check is measured over that many tokens."""
-    widths = [tree.budget + 1 if method_spec(m).family == "tree" else drafters[m].config.block_size for m in drafters]
-    return max(widths, default=16)
+def _verify_window(decoders: dict[str, Any]) -> int:
+    """The widest window a method of the run verifies at once (a chain its block, a tree its largest budget
+    + 1): the noise floor of the lossless check is measured over that many tokens."""
+    return max((d.max_window() for d in decoders.values() if isinstance(d, SpeculativeDecoder)), default=16)
+
+
+def _measure_costs(decoders: dict[str, Any], target: TargetModel, benchmarks: dict) -> dict[str, Any]:
+    """Time the verify curve of every cost-aware decoder after the run's median first-turn prompt length."""
+    aware = {m: d for m, d in decoders.items() if isinstance(d, SpeculativeDecoder) and d.cost_aware}
+    if not aware:
+        return {}
+    lengths = sorted(
+        len(target.chat_ids([{"role": "user", "content": p.turns[0]}])) for ps in benchmarks.values() for p in ps
+    )
+    prompt_tokens = lengths[len(lengths) // 2] if lengths else 64
+    return {m: d.measure_costs(prompt_tokens).to_dict() for m, d in aware.items()}
+
+
+def _cost_report(decoders: dict[str, Any], verify_curves: dict[str, Any]) -> dict[str, Any]:
+    """Per cost-aware method: its verify curve, its drafting costs and its acceptance map at the run's end."""
+    report = {}
+    for m, curve in verify_curves.items():
+        d = decoders[m]
+        report[m] = {"verify_curve": curve, "draft_fixed_s": d.fixed_s.value(), "acceptance": d.acceptance.to_dict()}
+        if getattr(d, "step_s", None) is not None:
+            report[m]["draft_step_s"] = d.step_s.value()
+    return report
 
 
 def _measured_settings(cfg: DictConfig) -> dict[str, Any]:
     """What the records of a run depend on: a resumed run must match it (threads, progress and warm-up not)."""
-    keys = ("target", "drafter_path", "baseline_drafter_path", "methods", "verify", "cuda_graph", "tree", "bench")
+    keys = ("target", "drafter_path", "baseline_drafter_path", "methods", "verify", "cuda_graph", "chain", "tree")
+    keys += ("bench",)
     keys += ("bench_data", "max_turns", "max_new_tokens", "temperature", "top_k", "top_p", "seed", "max_context")
     return {k: OmegaConf.to_container(cfg[k], resolve=True) if OmegaConf.is_config(cfg[k]) else cfg[k] for k in keys}
 
@@ -93,11 +117,12 @@ def run(cfg: DictConfig, out_dir: Path) -> dict[str, Any]:
     if not methods:
         raise ValueError(f"no methods given; choose from {', '.join(DECODING_METHODS)}")
     sampling = SamplingParams(cfg.temperature, cfg.top_k, cfg.top_p)
-    chain = DecodeOptions(
+    base = DecodeOptions(
         sampling, cfg.verify, max_context=cfg.max_context, sync_stages=cfg.stage_timings, cuda_graph=cfg.cuda_graph
     )
-    options = {"ar": chain, "chain": chain, "tree": replace(chain, verify=cfg.tree.verify)}
-    tree = TreeOptions(cfg.tree.budget, cfg.tree.top_m, cfg.tree.node_topk, cfg.tree.expand_width)
+    chain = replace(base, chain_window=cfg.chain.window)
+    options = {"ar": base, "chain": chain, "tree": replace(base, verify=cfg.tree.verify)}
+    tree = TreeOptions(cfg.tree.budget, cfg.tree.top_m, cfg.tree.node_topk, cfg.tree.expand_width, cfg.tree.max_budget)
     for m in methods:
         check_options(m, options[method_spec(m).family])
     if cfg.num_threads:
@@ -138,10 +163,11 @@ def run(cfg: DictConfig, out_dir: Path) -> dict[str, Any]:
         methods,
         list(benchmarks),
     )
+    verify_curves = _measure_costs(decoders, target, benchmarks)
     if cfg.warmup_tokens:
         warm_up(decoders, target, cfg.warmup_tokens)
     check_lossless = sampling.greedy and "ar" in methods
-    noise_window = _verify_window({m: drafters[p] for m, p in paths.items()}, tree) if check_lossless else None
+    noise_window = _verify_window(decoders) if check_lossless else None
     records = []
     for name, prompts in benchmarks.items():
         held = {}
@@ -170,6 +196,7 @@ def run(cfg: DictConfig, out_dir: Path) -> dict[str, Any]:
         "temperature": cfg.temperature,
         "verify": cfg.verify,
         "noise_window": noise_window,
+        "cost_model": _cost_report(decoders, verify_curves),
         "tree": {**asdict(tree), "verify": cfg.tree.verify},
         "max_new_tokens": cfg.max_new_tokens,
         "torch": torch.__version__,

@@ -20,6 +20,8 @@ from typing import Any
 import torch
 from transformers import DynamicCache
 
+from inference.decoding.acceptance import AcceptanceModel
+from inference.decoding.cost_model import DEFAULT_WINDOWS, VerifyCurve, measure_verify_curve
 from inference.decoding.generation import Decoder, Generation, take_until_stop
 from inference.decoding.options import DecodeOptions
 from inference.decoding.sampling import sample
@@ -62,6 +64,27 @@ class SpeculativeDecoder(Decoder):
             )
         self.drafter = drafter.eval()
         self.layer_ids = list(drafter.config.target_layer_ids)
+        self.acceptance = AcceptanceModel()  # path score -> acceptance, from the rounds verified so far
+        self.verify_curve: VerifyCurve | None = None  # measured on first need; domino-decode hands its own
+
+    def verify_cost(self, n: int) -> float:
+        """Seconds of a verify forward over n tokens (`cost_model`): a cost-aware decoder measures the
+        curve before its first generation, after that generation's prompt."""
+        if self.verify_curve is None:
+            raise RuntimeError("no verify curve: call measure_costs(prompt_tokens) before cost-aware drafting")
+        return self.verify_curve(n)
+
+    def measure_costs(self, prompt_tokens: int, windows: list[int] | None = None) -> VerifyCurve:
+        """Time the target's verify forward over a grid of windows after a `prompt_tokens`-token prompt."""
+        grid = windows or [w for w in DEFAULT_WINDOWS if w <= self.max_window()] or [1]
+        self.verify_curve = measure_verify_curve(self.target, prompt_tokens, grid, self.layer_ids)
+        return self.verify_curve
+
+    def max_window(self) -> int:
+        """The widest window this decoder can verify (the cost curve is measured up to it)."""
+        return self.drafter.config.block_size
+
+    cost_aware = False  # set by decoders that choose their draft size from the cost model
 
     @abstractmethod
     def draft(self, state: DecodeState) -> Any:
@@ -77,6 +100,8 @@ class SpeculativeDecoder(Decoder):
     ) -> Generation:
         ids = self.prompt_tensor(prompt_ids)
         prompt_len = ids.shape[1]
+        if self.cost_aware and self.verify_curve is None:  # before the clock starts: measuring is not decoding
+            self.measure_costs(prompt_len)
         max_tokens = self.token_budget(prompt_len, max_new_tokens)
         clock, stats = self.clock, GenerationStats(prompt_tokens=prompt_len)
         start = clock.now()

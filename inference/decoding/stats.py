@@ -27,6 +27,8 @@ class GenerationStats:
     verify_s: float = 0.0  # target forward over the draft + acceptance rule
     commit_s: float = 0.0  # cache crop / compaction + context projection of the committed positions
     draft_parts_s: dict[str, float] = field(default_factory=dict)  # the draft split further (trees: backbone, build)
+    draft_sizes: list[int] = field(default_factory=list)  # per round: drafts verified (tree nodes, chain tokens)
+    predicted: list[float] = field(default_factory=list)  # per round: expected tokens (calibrated acceptance)
 
     @property
     def rounds(self) -> int:

@@ -16,8 +16,10 @@ from collections.abc import Callable
 
 import torch
 
+from inference.decoding.budget import AUTO, best_prefix
 from inference.decoding.chain.rollout import GreedyChainRollout
 from inference.decoding.chain.verify import ChainDraft, make_verifier
+from inference.decoding.cost_model import RunningMean
 from inference.decoding.cuda_graph import use_cuda_graphs
 from inference.decoding.methods import check_drafter, check_options, method_spec
 from inference.decoding.options import DecodeOptions
@@ -43,6 +45,11 @@ def sampling_picker(params: SamplingParams, generator: torch.Generator | None) -
     return pick
 
 
+def _logprob(logits: torch.Tensor, tokens: torch.Tensor) -> torch.Tensor:
+    """The drafter's log-probability of each picked token (draft ids) under its own logits [n, V]."""
+    return torch.log_softmax(logits.float(), dim=-1).gather(-1, tokens.unsqueeze(-1)).squeeze(-1)
+
+
 def draft_chain(
     drafter: DominoDrafter,
     cache: DraftKVCache,
@@ -51,18 +58,24 @@ def draft_chain(
     use_head: bool,
     pick: TokenPicker = greedy_picker,
 ) -> ChainDraft:
-    """Draft `num_tokens` (<= `config.num_draft_tokens`) tokens after `root` [1]; `use_head=False` = DFlash."""
+    """Draft `num_tokens` (<= `config.num_draft_tokens`) tokens after `root` [1]; `use_head=False` = DFlash.
+
+    The draft carries each prefix's log-probability under the drafter (`ChainDraft.scores`), what the
+    cost-aware window is chosen on."""
     hidden = drafter.draft_block(cache, root)
     h = drafter.draft_hidden_slice(hidden)[0, :num_tokens]  # [n, H]
     base = drafter.lm_head(h)  # [n, V], or [n, N] over the draft vocabulary
     head = drafter.head
     if not use_head or head is None:
         tokens, probs = pick(base)
-        return ChainDraft(drafter.to_target_ids(tokens), None if probs is None else drafter.full_vocab_probs(probs))
+        scores = _logprob(base, tokens).cumsum(0)
+        full = None if probs is None else drafter.full_vocab_probs(probs)
+        return ChainDraft(drafter.to_target_ids(tokens), full, scores)
     prefix = min(drafter.config.pure_draft_prefix_len, num_tokens)
-    tokens, probs = [], []
+    tokens, probs, logprobs = [], [], []
     if prefix:
         t, q = pick(base[:prefix])
+        logprobs.append(_logprob(base[:prefix], t))
         tokens.append(drafter.to_target_ids(t))
         probs.append(q)
     # GRU steps from the input projection and the raw cell (not the nn.GRU module): same math, less overhead.
@@ -70,13 +83,16 @@ def draft_chain(
     for gi in head.input_projection(drafter.embed(torch.cat([root, *tokens])).to(h.dtype)):  # root + prefix
         state = head.step_projected(gi.unsqueeze(0), state)
     for j in range(prefix, num_tokens):
-        t, q = pick(base[j : j + 1] + head.correction(h[j : j + 1], state))
+        logits = base[j : j + 1] + head.correction(h[j : j + 1], state)
+        t, q = pick(logits)
+        logprobs.append(_logprob(logits, t))
         t = drafter.to_target_ids(t)
         tokens.append(t)
         probs.append(q)
         if j + 1 < num_tokens:
             state = head.step_projected(head.input_projection(drafter.embed(t).to(h.dtype)), state)
-    return ChainDraft(torch.cat(tokens), None if probs[0] is None else drafter.full_vocab_probs(torch.cat(probs)))
+    full = None if probs[0] is None else drafter.full_vocab_probs(torch.cat(probs))
+    return ChainDraft(torch.cat(tokens), full, torch.cat(logprobs).cumsum(0))
 
 
 class ChainDecoder(SpeculativeDecoder):
@@ -96,19 +112,42 @@ class ChainDecoder(SpeculativeDecoder):
         graphed = (
             self.use_head and not self.verifier.sampled_drafts and use_cuda_graphs(options.cuda_graph, target.device)
         )
-        self.rollout = GreedyChainRollout(drafter, cuda_graph=True) if graphed else None
+        self.window = options.chain_window  # None: the whole block; an int; or auto (cost-aware)
+        self.cost_aware = self.window == AUTO
+        self.rollout = GreedyChainRollout(drafter, cuda_graph=True) if graphed and self.window is None else None
+        self.fixed_s = RunningMean()  # a round's draft cost (the whole block is drafted whatever the window)
 
     def draft(self, state: DecodeState) -> ChainDraft:
         n = min(self.drafter.config.num_draft_tokens, state.tokens_left - 1)  # more could never be emitted
         if n <= 0:
+            if self.window is not None:
+                state.stats.draft_sizes.append(0)
+                state.stats.predicted.append(1.0)
             return ChainDraft(state.root.new_empty(0))
         if self.rollout is not None:
             hidden = self.drafter.draft_hidden_slice(self.drafter.draft_block(state.draft_cache, state.root))[0]
             return ChainDraft(self.rollout(hidden, self.drafter.lm_head(hidden), state.root)[:n])
         pick = sampling_picker(self.sampling, state.generator) if self.verifier.sampled_drafts else greedy_picker
-        return draft_chain(self.drafter, state.draft_cache, state.root, n, self.use_head, pick)
+        t0 = self.clock.now()
+        draft = draft_chain(self.drafter, state.draft_cache, state.root, n, self.use_head, pick)
+        if self.window is None:
+            return draft
+        gains = self.acceptance.predict(draft.scores.tolist())
+        self.fixed_s.add(self.clock.now() - t0)
+        if self.window == AUTO:
+            fixed = self.fixed_s.value()
+            keep = best_prefix(gains, lambda k: fixed + self.verify_cost(k + 1), minimum=0)
+        else:
+            keep = min(self.window, n)
+        state.stats.draft_sizes.append(keep)
+        state.stats.predicted.append(1.0 + sum(gains[:keep]))
+        return draft.prefix(keep)
 
     def verify(self, state: DecodeState, draft: ChainDraft) -> Verdict:
         block = torch.cat([state.root, draft.tokens]).unsqueeze(0)
         out = self.target(block, cache=state.target_cache, layer_ids=self.layer_ids)
-        return Verdict(tokens=self.verifier(draft, out.logits[0], state.generator), features=out.features)
+        tokens = self.verifier(draft, out.logits[0], state.generator)
+        if self.window is not None and draft.scores is not None:
+            accepted = len(tokens) - 1
+            self.acceptance.update(draft.scores.tolist(), [j < accepted for j in range(len(draft.tokens))])
+        return Verdict(tokens=tokens, features=out.features)

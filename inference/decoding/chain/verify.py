@@ -33,6 +33,12 @@ class ChainDraft:
 
     tokens: torch.Tensor  # [D] long
     probs: torch.Tensor | None = None  # [D, V]: the distribution each token was drawn from
+    scores: torch.Tensor | None = None  # [D]: the drafter's log-probability of the draft up to each token
+
+    def prefix(self, n: int) -> ChainDraft:
+        """The first n draft tokens (a shorter verify window)."""
+        cut = lambda x: None if x is None else x[:n]  # noqa: E731
+        return ChainDraft(self.tokens[:n], cut(self.probs), cut(self.scores))
 
 
 def accepted_prefix(draft: list[int], choice: list[int]) -> int:

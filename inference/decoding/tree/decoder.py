@@ -12,8 +12,13 @@ Acceptance rules: `verify.py` (`match`, `residual`).
 
 from __future__ import annotations
 
+import itertools
+from collections.abc import Callable
+
 import torch
 
+from inference.decoding.budget import AUTO, best_prefix
+from inference.decoding.cost_model import RunningMean
 from inference.decoding.cuda_graph import use_cuda_graphs
 from inference.decoding.methods import check_drafter, check_options, method_spec
 from inference.decoding.options import DecodeOptions, TreeOptions
@@ -42,17 +47,39 @@ class TreeDecoder(SpeculativeDecoder):
         check_options(method, options)
         check_drafter(method, drafter)
         super().__init__(target, drafter, options)
-        self.name, self.node_budget, self.walk = method, tree.budget, TREE_WALKS[options.verify]
+        self.name, self.walk = method, TREE_WALKS[options.verify]
+        self.auto = tree.budget == AUTO
+        self.node_budget = tree.max_budget if self.auto else tree.budget  # the tree a round builds
         self.expander = None
         if spec.needs_head:
             graphs = use_cuda_graphs(options.cuda_graph, target.device)
             self.expander = FastDominoExpander(
-                drafter, tree.top_m, tree.node_topk, tree.budget, graphs, width=tree.expand_width
+                drafter, tree.top_m, tree.node_topk, self.node_budget, graphs, width=tree.expand_width
             )
+        self.fixed_s, self.step_s = RunningMean(), RunningMean()  # a round's fixed draft cost; one head step
+        self.cost_aware = self.auto
+
+    def max_window(self) -> int:
+        return self.node_budget + 1
+
+    def _round_cost(self, tree: DraftTree, max_depth: int) -> Callable[[int], float]:
+        """Seconds of a round that keeps the first n nodes: drafting (the fixed part, plus DominoTree's head
+        steps for the nodes it must expand) and the verify over n + 1 tokens."""
+        fixed, step = self.fixed_s.value(), self.step_s.value()
+        width = self.expander.width if self.expander is not None else 1
+        expanded = list(itertools.accumulate(int(d < max_depth) for d in tree.depths))
+
+        def cost(n: int) -> float:
+            steps = -(-expanded[n - 1] // width) if n and step else 0
+            return fixed + step * steps + self.verify_cost(n + 1)
+
+        return cost
 
     def draft(self, state: DecodeState) -> DraftTree:
         depth = min(self.drafter.config.num_draft_tokens, state.tokens_left - 1)  # deeper could never be emitted
         if depth <= 0:
+            state.stats.draft_sizes.append(0)
+            state.stats.predicted.append(1.0)
             return DraftTree()
         t0 = self.clock.now()
         hidden = self.drafter.draft_hidden_slice(self.drafter.draft_block(state.draft_cache, state.root))[0]
@@ -61,10 +88,22 @@ class TreeDecoder(SpeculativeDecoder):
         if self.expander is None:
             token_map = self.drafter.draft_to_target() if self.drafter.has_draft_vocab else None
             tree = build_ddtree(base, self.node_budget, depth, token_map)
+            t2 = t3 = self.clock.now()
         else:
             expander = self.expander.prepare(hidden, base, state.root)
+            t2, steps = self.clock.now(), self.expander.steps
             tree = best_first_batched(expander, self.node_budget, depth, self.expander.width)
-        parts = state.stats.draft_parts_s
+            t3 = self.clock.now()
+            if self.expander.steps > steps:
+                self.step_s.add(t3 - t2, self.expander.steps - steps)
+        self.fixed_s.add(t2 - t0)
+        gains = self.acceptance.predict(tree.scores)
+        if self.auto:
+            tree = tree.prefix(best_prefix(gains, self._round_cost(tree, depth)))
+        stats = state.stats
+        stats.draft_sizes.append(len(tree))
+        stats.predicted.append(1.0 + sum(gains[: len(tree)]))
+        parts = stats.draft_parts_s
         parts["backbone"] = parts.get("backbone", 0.0) + t1 - t0
         parts["build"] = parts.get("build", 0.0) + self.clock.now() - t1
         return tree
@@ -78,6 +117,8 @@ class TreeDecoder(SpeculativeDecoder):
             window, cache=state.target_cache, position_ids=positions, attention_mask=mask, layer_ids=self.layer_ids
         )
         path, bonus = self.walk(tree, out.logits[0], self.sampling, state.generator)
+        accepted = set(path)
+        self.acceptance.update(tree.scores, [i + 1 in accepted for i in range(len(tree))])
         tokens = [tree.tokens[i - 1] for i in path] + [bonus]
         keep = torch.tensor([0, *path], dtype=torch.long, device=device)
         return Verdict(tokens=tokens, features=out.features, keep=keep)

@@ -31,6 +31,10 @@ class DraftTree:
         self.scores.append(score)
         return len(self.tokens) - 1
 
+    def prefix(self, n: int) -> DraftTree:
+        """The first n nodes: a tree again, since a parent is always added before its children."""
+        return DraftTree(self.tokens[:n], self.parents[:n], self.depths[:n], self.scores[:n])
+
     def children(self) -> list[dict[int, int]]:
         """Per window index (root first): child token -> the child's window index."""
         out: list[dict[int, int]] = [{} for _ in range(len(self) + 1)]

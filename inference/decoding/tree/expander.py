@@ -70,6 +70,7 @@ class FastDominoExpander:
         self._slot: dict[int, int] = {}
         self._ids: dict[int, list[int]] = {}  # node -> its children's ids (target ids), best first
         self._base_lists: list[Children] = []
+        self.steps = 0  # expansion steps run so far (the cost model times them)
         self.setup_step = StaticStep(self._setup, cuda_graph)
         self.expand_step = StaticStep(self._expand, cuda_graph)
 
@@ -147,6 +148,7 @@ class FastDominoExpander:
             self.tokens.copy_(torch.tensor([self._ids[parent][rank] for _, parent, rank, _ in chunk + pad]))
             self.pos.copy_(torch.tensor([depth for *_, depth in chunk + pad]))
             self.expand_step()
+            self.steps += 1
             choices = self.out_choice[: len(chunk)].tolist()  # the step's one device-to-host read
             first = len(self._slot)
             while first + len(chunk) > len(self.pool):

@@ -1,0 +1,111 @@
+"""Cost-aware drafting: the prefix that maximises expected tokens per second, a calibrated acceptance map,
+a measured verify curve, and decoders that choose their draft size per round and stay lossless."""
+
+import math
+
+import pytest
+import torch
+
+from inference.decoding import DecodeOptions, TreeOptions, build_decoder
+from inference.decoding.acceptance import AcceptanceModel
+from inference.decoding.budget import best_prefix
+from inference.decoding.cost_model import VerifyCurve, measure_verify_curve
+from inference.decoding.sampling import SamplingParams
+
+
+def test_best_prefix_maximises_expected_tokens_per_second():
+    gains = [0.9, 0.8, 0.5, 0.2, 0.05]
+    flat = lambda n: 1.0  # noqa: E731 - a verify that costs the same for any window keeps every draft
+    assert best_prefix(gains, flat) == 5
+    steep = lambda n: 1.0 + 0.5 * n  # noqa: E731 - each draft costs half a round
+    rates = {n: (1 + sum(gains[:n])) / steep(n) for n in range(1, 6)}
+    assert best_prefix(gains, steep) == max(rates, key=rates.get)
+    assert best_prefix(gains, lambda n: 1.0 + 10 * n, minimum=0) == 0  # drafts that never pay: plain AR
+    assert best_prefix([], flat) == 0
+
+
+def test_acceptance_starts_at_the_drafters_probability_and_learns_a_monotone_map():
+    model = AcceptanceModel()
+    p0 = model.predict([-0.05, -1.2, -5.0])
+    assert p0[0] > p0[1] > p0[2] and p0[1] == pytest.approx(math.exp(-1.25), rel=0.2)
+    # an overconfident drafter: paths it scores at ~exp(-0.05) are accepted only 40 % of the time
+    for i in range(200):
+        model.update([-0.05, -1.2], [i % 5 < 2, i % 10 == 0])
+    p = model.predict([-0.05, -1.2, -5.0])
+    assert p[0] == pytest.approx(0.4, abs=0.02) and p[1] == pytest.approx(0.1, abs=0.02)
+    model.update([-3.5] * 50, [True] * 50)  # a worse score accepted more often is pooled, never ranked above
+    p = model.predict([-0.05, -1.2, -3.5])
+    assert p[0] >= p[1] >= p[2]
+
+
+def test_verify_curve_interpolates_and_extrapolates():
+    curve = VerifyCurve([1, 4, 16], [1.0, 1.0, 2.0], 10)
+    assert curve(1) == 1.0 and curve(3) == 1.0 and curve(10) == pytest.approx(1.5) and curve(28) == pytest.approx(3.0)
+
+
+def test_the_verify_curve_is_measured_on_the_target(qwen_target):
+    curve = measure_verify_curve(qwen_target, 20, [1, 4, 8], repeats=2)
+    assert curve.windows == [1, 4, 8] and all(s > 0 for s in curve.seconds) and curve.prompt_tokens == 20
+
+
+def _prompt(seed):
+    return torch.randint(0, 256, (12,), generator=torch.Generator().manual_seed(seed)).tolist()
+
+
+@pytest.mark.parametrize("method", ["ddtree", "dominotree"])
+def test_auto_budget_trees_are_lossless_and_log_their_choices(qwen_target, trained_drafter, method):
+    drafter, seqs = trained_drafter(qwen_target)
+    tree = TreeOptions(budget="auto", max_budget=12)
+    decoder = build_decoder(method, qwen_target, drafter, tree=tree)
+    ar = build_decoder("ar", qwen_target)
+    for row in range(3):
+        prompt = seqs[row, :10].tolist()
+        out = decoder.generate(prompt, 32)
+        assert out.tokens == ar.generate(prompt, 32).tokens
+        s = out.stats
+        assert len(s.draft_sizes) == len(s.predicted) == s.rounds
+        assert all(0 <= n <= 12 for n in s.draft_sizes) and all(p >= 1.0 for p in s.predicted)
+    assert decoder.verify_curve is not None and decoder.verify_curve.windows[-1] <= 13
+
+
+def test_chain_windows_are_lossless(qwen_target, trained_drafter):
+    drafter, seqs = trained_drafter(qwen_target)
+    ar = build_decoder("ar", qwen_target)
+    for window in ("auto", 0, 3):
+        decoder = build_decoder("domino", qwen_target, drafter, DecodeOptions(chain_window=window))
+        prompt = seqs[1, :10].tolist()
+        out = decoder.generate(prompt, 32)
+        assert out.tokens == ar.generate(prompt, 32).tokens, window
+        assert all(
+            n <= (drafter.config.num_draft_tokens if window == "auto" else window) for n in out.stats.draft_sizes
+        )
+    assert (
+        max(
+            build_decoder("domino", qwen_target, drafter, DecodeOptions(chain_window=0))
+            .generate(prompt, 8)
+            .stats.accept_lengths
+        )
+        == 1
+    )
+
+
+@pytest.mark.parametrize(
+    ("method", "verify"), [("dominotree", "match"), ("ddtree", "residual"), ("domino", "rejection")]
+)
+def test_cost_aware_sampling_keeps_the_targets_distribution(
+    qwen_target, make_drafter, exact_joint, sample_counts, chi_square_pvalue, method, verify
+):
+    params = SamplingParams(temperature=1.5, top_k=4)
+    drafter = make_drafter(qwen_target, block_size=4).eval()
+    options = DecodeOptions(params, verify, chain_window="auto")
+    decoder = build_decoder(method, qwen_target, drafter, options, TreeOptions(budget="auto", max_budget=6))
+    prompt = torch.tensor(_prompt(3))
+    counts, _ = sample_counts(decoder, prompt, 300)
+    assert chi_square_pvalue(counts, exact_joint(qwen_target, prompt, params)) > 1e-3
+
+
+def test_bad_budget_and_window_are_refused():
+    with pytest.raises(ValueError, match="tree budget must be auto or >= 1"):
+        TreeOptions(budget="sometimes")
+    with pytest.raises(ValueError, match="chain window must be auto"):
+        DecodeOptions(chain_window=-1)
