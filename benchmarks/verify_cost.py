@@ -9,42 +9,19 @@ off when tau exceeds (verify cost + draft cost) / (one AR step). On a GPU k toke
 up to k ~ 64; on a CPU the cost depends on the precision (`inference.precision`): fp32 GEMMs grow with
 k, bf16 ones on a CPU with bf16 instructions stay nearly flat to k = 16. Each k is timed as the median
 of `--repeats` forwards that extend the same cached prompt and are then cropped away, with features of
-the drafter's layers captured as decoding does.
+the drafter's layers captured as decoding does (`inference.decoding.cost_model.measure_verify_curve`, the
+curve `tree.budget=auto` and `chain.window=auto` choose by).
 """
 
 from __future__ import annotations
 
 import argparse
-import statistics
-import time
 
 import torch
 
 from inference import load_target
+from inference.decoding.cost_model import measure_verify_curve
 from inference.precision import dtype_name, resolve_dtype
-
-
-def verify_times(target, prompt_len: int, ks: list[int], layer_ids: list[int], repeats: int) -> dict[int, float]:  # noqa: ANN001
-    """Median seconds of a k-token forward after a cached `prompt_len`-token prompt, for each k."""
-    g = torch.Generator().manual_seed(0)
-    vocab = target.config.vocab_size
-    prompt = torch.randint(0, vocab, (1, prompt_len), generator=g)
-    cache = target.new_cache()
-    results = {}
-    with torch.inference_mode():
-        target(prompt, cache=cache)
-        for k in ks:
-            window = torch.randint(0, vocab, (1, k), generator=g)
-            times = []
-            for i in range(repeats + 2):
-                t0 = time.perf_counter()
-                target(window, cache=cache, layer_ids=layer_ids)
-                dt = time.perf_counter() - t0
-                target.crop_cache(cache, prompt_len)
-                if i >= 2:  # warm-up
-                    times.append(dt)
-            results[k] = statistics.median(times)
-    return results
 
 
 def main() -> None:
@@ -62,7 +39,8 @@ def main() -> None:
     columns = {}
     for dtype in dict.fromkeys(dtype_name(resolve_dtype(d, "cpu")) for d in args.dtype):
         target = load_target(args.target, dtype=dtype, device="cpu")
-        columns[dtype] = verify_times(target, args.prompt, args.k, args.layer_ids, args.repeats)
+        curve = measure_verify_curve(target, args.prompt, args.k, args.layer_ids, args.repeats)
+        columns[dtype] = dict(zip(curve.windows, curve.seconds, strict=True))
         del target
     print(
         f"{args.target}: {args.prompt}-token cached prompt, threads {torch.get_num_threads()}, median of {args.repeats}"
