@@ -92,3 +92,30 @@ def plot_by_position(variants: list[Variant], path: Path) -> Path:
     fig.savefig(path, dpi=90)
     plt.close(fig)
     return path
+
+
+def plot_predicted_vs_realised(results: list[tuple[str, dict]], path: Path) -> Path | None:
+    """Tokens per round a cost-aware decoder expected (calibrated acceptance) against what verification
+    committed, one point per results.json, dataset and method; None when no run logged predictions."""
+    points = [
+        (f"{name}: {d}/{m}", s["predicted_tokens_per_round"], s["realised_tokens_per_round"])
+        for name, data in results
+        for d, by_method in data.get("results", {}).items()
+        for m, s in by_method.items()
+        if s.get("predicted_tokens_per_round") is not None
+    ]
+    if not points:
+        return None
+    plt = _pyplot()
+    fig, ax = plt.subplots(figsize=(5, 4.2))
+    top = max(max(p, r) for _, p, r in points) * 1.1
+    ax.plot([1, top], [1, top], color="grey", linewidth=0.8, label="predicted = realised")
+    ax.fill_between([1, top], [0.9, 0.9 * top], [1.1, 1.1 * top], color="grey", alpha=0.15, label="within 10 %")
+    for label, predicted, realised in points:
+        ax.plot([predicted], [realised], "o", label=label)
+    ax.set(title="tokens per round", xlabel="predicted", ylabel="realised", xlim=(1, top), ylim=(1, top))
+    ax.legend(fontsize=6)
+    fig.tight_layout()
+    fig.savefig(path, dpi=90)
+    plt.close(fig)
+    return path

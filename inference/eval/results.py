@@ -42,6 +42,13 @@ def method_summary(records: list[Record], reference: list[Record] | None, floor:
     parts = sorted({k for r in done for k in r.stats.stage_seconds() if k not in STAGES})
     stages = {s: sum(r.stats.stage_seconds().get(s, 0.0) for r in done) for s in (*STAGES, *parts)}
     lengths = [n for r in done for n in r.stats.accept_lengths]
+    sizes = Counter(n for r in done for n in r.stats.draft_sizes)
+    logged = [
+        (p, a)
+        for r in done
+        if r.stats.predicted
+        for p, a in zip(r.stats.predicted, r.stats.accept_lengths, strict=True)
+    ]
     rounds = len(lengths)
     histogram = Counter(lengths)
     split = stages["draft"] + stages["verify"] + stages["commit"] > 0  # ar has no stage split
@@ -60,6 +67,10 @@ def method_summary(records: list[Record], reference: list[Record] | None, floor:
         "max_numerical_gap": None,
         "rounds": rounds,
         "accept_length_histogram": [histogram.get(n, 0) for n in range(max(histogram, default=0) + 1)],
+        # per round, where the decoder logged them: drafts verified and the tokens it expected to commit
+        "draft_size_histogram": [sizes.get(n, 0) for n in range(max(sizes, default=-1) + 1)],
+        "predicted_tokens_per_round": _mean([p for p, _ in logged]),
+        "realised_tokens_per_round": _mean([a for _, a in logged]),
         "stage_s": stages,
         "stage_ms_per_round": {
             s: 1e3 * stages[s] / rounds if rounds and split else None for s in ("draft", *parts, "verify", "commit")
@@ -155,7 +166,7 @@ def markdown(results: dict[str, dict[str, dict[str, Any]]], header: str) -> str:
                 f"| {s['skipped_prompts']} | {lossless} | {_fmt(per_round['draft'], '.2f')} "
                 f"| {_fmt(per_round['verify'], '.2f')} | {_fmt(per_round['commit'], '.2f')} |"
             )
-    return "\n".join(lines) + "\n"
+    return "\n".join(lines + _rounds_section(results)) + "\n"
 
 
 def _lossless_cell(s: dict[str, Any]) -> str:
@@ -163,6 +174,22 @@ def _lossless_cell(s: dict[str, Any]) -> str:
     if s["lossless"] is None:
         return "-"
     return f"{'yes' if s['lossless'] else 'NO'} ({counts_text(s['divergences'])})"
+
+
+def _rounds_section(results: dict[str, dict[str, dict[str, Any]]]) -> list[str]:
+    """Per method with logged rounds: predicted against realised tokens per round and the draft sizes."""
+    rows = [
+        f"| {d} | {m} | {s['predicted_tokens_per_round']:.2f} | {s['realised_tokens_per_round']:.2f} | "
+        + ", ".join(f"{n}: {c}" for n, c in enumerate(s["draft_size_histogram"]) if c)
+        + " |"
+        for d, by_method in results.items()
+        for m, s in by_method.items()
+        if s.get("predicted_tokens_per_round") is not None
+    ]
+    if not rows:
+        return []
+    header = "| dataset | method | predicted tokens / round | realised | draft sizes (size: rounds) |"
+    return ["", header, "|---" * 5 + "|", *rows]
 
 
 def generation_rows(records: list[Record]) -> list[dict[str, Any]]:

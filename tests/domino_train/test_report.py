@@ -101,9 +101,20 @@ def test_decode_results_join_the_run_they_measured(runs, tmp_path, capsys):
     domino = next(line for line in table.splitlines() if "drafter.head=domino" in line)
     dflash = next(line for line in table.splitlines() if "drafter.head=null" in line)
     assert domino.endswith("| 3.25 | 2.50x |") and dflash.endswith("| - | - |")
+    assert not (tmp_path / "out" / "predicted_vs_realised.png").exists()  # no decoder logged predictions
     stranger = _results(tmp_path / "other" / "results.json", tmp_path / "not-a-run", 2.0, 1.5)
     with pytest.raises(SystemExit, match="not the export/ of any run given: add that run's folder"):
         main([str(runs), "--eval", str(stranger), "--out", str(tmp_path / "out")])
+
+
+def test_cost_aware_decoding_plots_predicted_against_realised_tokens(runs, tmp_path):
+    results = _results(tmp_path / "decode" / "results.json", runs / "tiny" / "domino" / "export", 3.25, 2.5)
+    data = json.loads(results.read_text())
+    data["results"]["gsm8k"]["domino"] |= {"predicted_tokens_per_round": 3.1, "realised_tokens_per_round": 3.25}
+    results.write_text(json.dumps(data))
+    assert main([str(runs), "--eval", str(results), "--out", str(tmp_path / "out")]) == 0
+    assert (tmp_path / "out" / "predicted_vs_realised.png").is_file()
+    assert "predicted_vs_realised.png" in (tmp_path / "out" / "report.md").read_text()
 
 
 def test_log_eval_writes_an_eval_run_beside_the_training_run(runs, tmp_path, monkeypatch):

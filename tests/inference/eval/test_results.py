@@ -83,3 +83,17 @@ def test_markdown_lists_every_dataset():
     table = markdown(summarize(records, check_lossless=True), "# t")
     assert "| method | mt-bench | humaneval | mean |" in table
     assert "| dflash | " in table and "| humaneval | ar |" in table
+
+
+def test_logged_rounds_give_predicted_against_realised_and_the_draft_sizes():
+    records = _records()
+    tree = _record("ddtree", "a", [1, 2, 3, 4, 5], [3, 1], 1.0)
+    tree.stats.draft_sizes, tree.stats.predicted = [16, 9], [2.5, 1.5]
+    s = summarize([*records, tree], check_lossless=True)["mt-bench"]["ddtree"]
+    assert (
+        s["draft_size_histogram"][9] == 1 and s["draft_size_histogram"][16] == 1 and sum(s["draft_size_histogram"]) == 2
+    )
+    assert s["predicted_tokens_per_round"] == 2.0 and s["realised_tokens_per_round"] == 2.0
+    assert summarize(records, check_lossless=True)["mt-bench"]["domino"]["predicted_tokens_per_round"] is None
+    table = markdown(summarize([*records, tree], check_lossless=True), "# t")
+    assert "| mt-bench | ddtree | 2.00 | 2.00 | 9: 1, 16: 1 |" in table
