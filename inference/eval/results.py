@@ -248,8 +248,33 @@ def write_plot(path: Path, results: dict[str, dict[str, dict[str, Any]]]) -> boo
     return True
 
 
+def write_cost_plot(path: Path, cost_model: dict[str, dict[str, Any]]) -> bool:
+    """The measured verify curve of each cost-aware method and its draft cost per round; False without
+    matplotlib."""
+    try:
+        import matplotlib
+
+        matplotlib.use("Agg")
+        import matplotlib.pyplot as plt
+    except ImportError:
+        return False
+    fig, ax = plt.subplots(figsize=(5, 3.6))
+    for i, (method, costs) in enumerate(cost_model.items()):
+        curve = costs["verify_curve"]
+        ax.plot(curve["windows"], [1e3 * s for s in curve["seconds"]], "o-", color=f"C{i}", label=f"{method}: verify")
+        ax.axhline(1e3 * costs["draft_fixed_s"], color=f"C{i}", linestyle="--", label=f"{method}: draft per round")
+    ax.set(title="measured round costs", xlabel="verified tokens (window)", ylabel="ms")
+    ax.set_ylim(bottom=0)
+    ax.legend(fontsize=7)
+    fig.tight_layout()
+    fig.savefig(path, dpi=120)
+    plt.close(fig)
+    return True
+
+
 def write_outputs(out_dir: Path, records: list[Record], check_lossless: bool, meta: dict[str, Any]) -> dict[str, Any]:
-    """results.json, results.md, generations.jsonl and plot.png (when matplotlib is there) in `out_dir`."""
+    """results.json, results.md, generations.jsonl, plot.png and, for cost-aware runs, costs.png (the
+    plots when matplotlib is there) in `out_dir`."""
     out_dir.mkdir(parents=True, exist_ok=True)
     results = summarize(records, check_lossless)
     with open(out_dir / "generations.jsonl", "w") as f:
@@ -257,6 +282,8 @@ def write_outputs(out_dir: Path, records: list[Record], check_lossless: bool, me
             f.write(json.dumps(row) + "\n")
     plotted = write_plot(out_dir / "plot.png", results)
     report = {**meta, "results": results, "mean": mean_over_datasets(results), "plot": "plot.png" if plotted else None}
+    if meta.get("cost_model") and write_cost_plot(out_dir / "costs.png", meta["cost_model"]):
+        report["cost_plot"] = "costs.png"
     (out_dir / "results.json").write_text(json.dumps(report, indent=2))
     header = "# domino-decode\n\n" + " · ".join(f"{k}: {v}" for k, v in meta.items() if not isinstance(v, dict))
     (out_dir / "results.md").write_text(markdown(results, header))

@@ -55,6 +55,27 @@ def test_domino_decode_end_to_end(drafter_path, tmp_path, monkeypatch, capsys, r
     assert "| method | mt-bench | humaneval | mean |" in table and table in capsys.readouterr().out
 
 
+def test_cost_aware_overrides_run_end_to_end_and_report_their_costs(drafter_path, tmp_path):
+    cfg = _cfg(
+        f"drafter_path={drafter_path}",
+        "methods=[ar,domino,ddtree]",
+        "bench=[humaneval:2]",
+        "chain.window=auto",
+        "tree.budget=auto",
+        "tree.max_budget=8",
+    )
+    report = decode.run(cfg, tmp_path)
+    assert set(report["cost_model"]) == {"domino", "ddtree"}
+    tree = report["cost_model"]["ddtree"]
+    assert tree["verify_curve"]["windows"][-1] <= 9 and tree["draft_fixed_s"] > 0
+    seen = tree["acceptance"]["seen"]
+    assert sum(seen) > 2 * len(seen)  # the calibration learnt from the run's rounds (2 prior counts per bin)
+    for method in ("domino", "ddtree"):
+        s = report["results"]["humaneval"][method]
+        assert s["lossless"] is True and s["predicted_tokens_per_round"] >= 1 and sum(s["draft_size_histogram"])
+    assert report["noise_window"] == 9 and (tmp_path / "costs.png").is_file() == (report.get("cost_plot") is not None)
+
+
 def test_prompts_longer_than_the_context_are_skipped_and_counted(drafter_path, tmp_path):
     cfg = _cfg(
         f"drafter_path={drafter_path}", "methods=[ar,domino]", "bench=[humaneval:2,mt-bench:1]", "max_context=300"
