@@ -5,8 +5,9 @@ from __future__ import annotations
 import bisect
 from pathlib import Path
 
-from domino_train.report.records import RunRecord
+from domino_train.report.records import ReportError, RunRecord
 from domino_train.report.variants import Variant
+from inference.eval.figures import pyplot, save
 
 CURVES = (("train/loss", "training loss"), ("train/lambda", "lambda (weight of CE base)"), ("val/tau_final", "val tau"))
 # x-axes of the curves: optimizer steps, anchor blocks trained on, or minutes of training step time
@@ -28,11 +29,9 @@ def x_values(run: RunRecord, steps: list[int], axis: str) -> list[float] | None:
 
 
 def _pyplot():
-    import matplotlib
-
-    matplotlib.use("Agg")  # files only, no display
-    import matplotlib.pyplot as plt
-
+    plt = pyplot()
+    if plt is None:
+        raise ReportError("domino-report draws its plots with matplotlib: pip install matplotlib")
     return plt
 
 
@@ -62,10 +61,7 @@ def plot_curves(variants: list[Variant], path: Path, x: str = "step") -> Path:
         ax.set(title=title, xlabel=X_AXES[x][2])
         ax.grid(alpha=0.3)
     axes[0].legend(fontsize=7)
-    fig.tight_layout()
-    fig.savefig(path, dpi=90)
-    plt.close(fig)
-    return path
+    return save(fig, path, dpi=90)
 
 
 def plot_by_position(variants: list[Variant], path: Path) -> Path:
@@ -88,10 +84,7 @@ def plot_by_position(variants: list[Variant], path: Path) -> Path:
     ax.set_ylim(0, 1)
     ax.grid(alpha=0.3)
     ax.legend(fontsize=7)
-    fig.tight_layout()
-    fig.savefig(path, dpi=90)
-    plt.close(fig)
-    return path
+    return save(fig, path, dpi=90)
 
 
 def plot_predicted_vs_realised(results: list[tuple[str, dict]], path: Path) -> Path | None:
@@ -115,7 +108,4 @@ def plot_predicted_vs_realised(results: list[tuple[str, dict]], path: Path) -> P
         ax.plot([predicted], [realised], "o", label=label)
     ax.set(title="tokens per round", xlabel="predicted", ylabel="realised", xlim=(1, top), ylim=(1, top))
     ax.legend(fontsize=6)
-    fig.tight_layout()
-    fig.savefig(path, dpi=90)
-    plt.close(fig)
-    return path
+    return save(fig, path, dpi=90)

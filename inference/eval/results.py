@@ -12,15 +12,14 @@ first token) over output tokens, as in the DFlash / DDTree harness; prefill is r
 from __future__ import annotations
 
 import json
-import logging
 from collections import Counter, defaultdict
 from pathlib import Path
 from typing import Any
 
 from inference.eval.divergence import ALGORITHMIC, DIVERGENCE_CLASSES, NUMERICAL, classify, counts_text
+from inference.eval.figures import pyplot, save
 from inference.eval.records import Record
 
-log = logging.getLogger(__name__)
 STAGES = ("prefill", "decode", "draft", "verify", "commit")
 
 
@@ -204,13 +203,8 @@ def generation_rows(records: list[Record]) -> list[dict[str, Any]]:
 
 def write_plot(path: Path, results: dict[str, dict[str, dict[str, Any]]]) -> bool:
     """Acceptance-length histograms per dataset and method, and a speedup bar chart; False without matplotlib."""
-    try:
-        import matplotlib
-
-        matplotlib.use("Agg")
-        import matplotlib.pyplot as plt
-    except ImportError:
-        log.warning("matplotlib is not installed: no plot written (pip install matplotlib)")
+    plt = pyplot()
+    if plt is None:
         return False
     datasets = list(results)
     methods = list(mean_over_datasets(results))
@@ -242,21 +236,15 @@ def write_plot(path: Path, results: dict[str, dict[str, dict[str, Any]]]) -> boo
     ax.axhline(1.0, color="grey", linewidth=0.8)
     ax.set(title="speedup over ar", ylabel="x")
     ax.legend(fontsize=8)
-    fig.tight_layout()
-    fig.savefig(path, dpi=120)
-    plt.close(fig)
+    save(fig, path)
     return True
 
 
 def write_cost_plot(path: Path, cost_model: dict[str, dict[str, Any]]) -> bool:
     """The measured verify curve of each cost-aware method and its draft cost per round; False without
     matplotlib."""
-    try:
-        import matplotlib
-
-        matplotlib.use("Agg")
-        import matplotlib.pyplot as plt
-    except ImportError:
+    plt = pyplot()
+    if plt is None:
         return False
     fig, ax = plt.subplots(figsize=(5, 3.6))
     for i, (method, costs) in enumerate(cost_model.items()):
@@ -266,9 +254,7 @@ def write_cost_plot(path: Path, cost_model: dict[str, dict[str, Any]]) -> bool:
     ax.set(title="measured round costs", xlabel="verified tokens (window)", ylabel="ms")
     ax.set_ylim(bottom=0)
     ax.legend(fontsize=7)
-    fig.tight_layout()
-    fig.savefig(path, dpi=120)
-    plt.close(fig)
+    save(fig, path)
     return True
 
 
