@@ -30,8 +30,8 @@ def test_recipe_builds_three_disjoint_slices_then_trains_both_drafters(tmp_path)
     calls = _run(tmp_path)
     data = [c for c in calls if c.startswith("domino-data")]
     assert [c.split()[1] for c in data] == ["name=smollm2-val", "name=smollm2-regen", "name=smollm2-distill"]
-    assert "limit=200" in data[0] and "skip=200" in data[1] and "limit=1000" in data[1]
-    assert "skip=1200" in data[2] and "tokenize.input=prepared" in data[2] and "regenerate" not in data[2]
+    assert "limit=200" in data[0] and "skip=200" in data[1] and "limit=2000" in data[1]
+    assert "skip=2200" in data[2] and "tokenize.input=prepared" in data[2] and "regenerate" not in data[2]
     assert sorted(calls[-2:]) == [  # side by side: either may log first
         "domino-train experiment=smollm2_dflash run_id=r1",
         "domino-train experiment=smollm2_domino run_id=r1",
