@@ -13,6 +13,7 @@ from omegaconf import DictConfig, OmegaConf
 
 from domino_train.module import DominoLitModule
 from domino_train.resume import record_identity, resolve_ckpt_path
+from domino_train.run_status import write_status
 from domino_train.slurm import cluster_plugins
 from inference.drafter.config import DrafterConfig
 from inference.precision import AUTO, resolve_training_precision
@@ -67,16 +68,22 @@ warnings.filterwarnings("ignore", message=".*resuming from a checkpoint that end
 
 def train(cfg: DictConfig) -> dict[str, Any]:
     """Fit (or resume: `ckpt_path`, `auto` by default), export, and return the final metrics."""
-    ckpt_path = resolve_ckpt_path(cfg)
-    if ckpt_path is None:
-        record_identity(cfg)  # a fresh start: this folder now holds this recipe
-    module, datamodule, trainer = build(cfg)
+    run_dir = cfg.paths.output_dir
+    write_status(run_dir, "RUNNING")
+    trainer = None
     try:
+        ckpt_path = resolve_ckpt_path(cfg)
+        if ckpt_path is None:
+            record_identity(cfg)  # a fresh start: this folder now holds this recipe
+        module, datamodule, trainer = build(cfg)
         trainer.fit(module, datamodule=datamodule, ckpt_path=ckpt_path)
-    except BaseException:  # a crash, or a requeue signal's SystemExit: the run is marked failed until resumed
-        finish_wandb(trainer, exit_code=1)
+    except BaseException as e:  # a crash, or a requeue signal's SystemExit: the run is marked failed until resumed
+        if trainer is not None:
+            finish_wandb(trainer, exit_code=1)
+        write_status(run_dir, "FAILED" if isinstance(e, Exception) else "STOPPED", e)
         raise
     finish_wandb(trainer, exit_code=0)
+    write_status(run_dir, "COMPLETED")
     return {k: float(v) for k, v in trainer.callback_metrics.items() if v.numel() == 1}
 
 
