@@ -27,7 +27,8 @@ pytestmark = pytest.mark.slurm
 
 REPO = Path(__file__).resolve().parents[2]
 MAX_STEPS = 16
-SHRUNK = {"SWEEP_ID": "abl", "SEEDS": "0", "EXPERIMENTS": "tiny", "TRAINER": "cpu", "TIMEOUT_MIN": "30"}
+# TIMEOUT_MIN 600: however busy the machine, no job nears its time limit (submitit would requeue it)
+SHRUNK = {"SWEEP_ID": "abl", "SEEDS": "0", "EXPERIMENTS": "tiny", "TRAINER": "cpu", "TIMEOUT_MIN": "600"}
 OVERRIDES = [
     "drafter.head=domino,null",
     "logger=wandb",
@@ -110,7 +111,7 @@ def sweep(slurm, tmp_path_factory):
 
 def test_sweep_submits_one_array_and_the_preempted_job_resumes(sweep):
     lines = set(sweep["script"].read_text().splitlines())
-    for line in ("#SBATCH --nodes=1", "#SBATCH --ntasks-per-node=1", "#SBATCH --time=30", "#SBATCH --array=0-1%2"):
+    for line in ("#SBATCH --nodes=1", "#SBATCH --ntasks-per-node=1", "#SBATCH --time=600", "#SBATCH --array=0-1%2"):
         assert line in lines, line
     assert not any(line.startswith("#SBATCH --gpus-per-node") for line in lines)  # a CPU trainer
     assert len(list((sweep["folder"] / ".submitit").glob("*/*_submission.sh"))) == 2  # one array per run

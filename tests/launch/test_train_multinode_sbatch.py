@@ -25,7 +25,8 @@ pytestmark = pytest.mark.slurm
 
 REPO = Path(__file__).resolve().parents[2]
 TEMPLATE = REPO / "launch" / "train_multinode.sbatch"
-SITE = ["--nodes=1", "--ntasks-per-node=2", "--gpus-per-node=0", "--cpus-per-task=1", "--time=30"]
+# 10 h: however busy the machine, no job nears its time limit (the template's USR1 would requeue it)
+SITE = ["--nodes=1", "--ntasks-per-node=2", "--gpus-per-node=0", "--cpus-per-task=1", "--time=600"]
 TINY = [
     "experiment=tiny",
     "trainer.max_steps=16",
