@@ -48,7 +48,7 @@ def _sweep(env: dict[str, str]) -> subprocess.Popen:
 
 def _finish(master: subprocess.Popen) -> str:
     try:
-        return master.communicate(timeout=900)[0]
+        return master.communicate(timeout=3600)[0]
     finally:
         if master.poll() is None:
             master.kill()
@@ -80,12 +80,14 @@ def sweep(slurm, tmp_path_factory):
             jobs = list((folder / ".submitit").glob("*_0"))
             return jobs[0] if jobs and (folder / "0_tiny" / "checkpoints" / "last.ckpt").exists() else None
 
-        job0 = wait_for(job0_checkpointed, 900, "job 0's first checkpoint", slurm.logs).name
+        job0 = wait_for(job0_checkpointed, 3600, "job 0's first checkpoint", slurm.logs).name
         (script,) = (folder / ".submitit").glob("*/*_submission.sh")  # one sbatch script per array
         requeue_signal = re.search(r"--signal=(\w+)@", script.read_text()).group(1)
         subprocess.run(["scancel", f"--signal={requeue_signal}", job0], env=slurm.env, check=True)
-    finally:
-        first = _finish(master)
+    except BaseException:
+        master.kill()
+        raise
+    first = _finish(master)
     first_rc = master.returncode
     ckpt0 = torch.load(folder / "0_tiny" / "checkpoints" / "last.ckpt", weights_only=False)["global_step"]
     out = root / "report-first"
