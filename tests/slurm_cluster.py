@@ -140,9 +140,10 @@ class SlurmCluster:
         except (OSError, ValueError, IndexError):
             return None
 
-    def stop(self, timeout: float = 60) -> None:
-        """Cancel what is left of the jobs and wait for their processes (slurmd's steps outlive slurmd), then
-        end the daemons by their pid files (slurmd first)."""
+    def stop(self, timeout: float = 300) -> None:
+        """Cancel what is left of the jobs and wait for them, end the daemons by their pid files (slurmd
+        first), then kill any process still carrying this cluster's `SLURM_CONF` (a job step that outlived
+        slurmd, a job's own processes): nothing of it is left running."""
         if self._pid("slurmctld"):
             subprocess.run(["scancel", "--full", "--user=root"], env=self.env, capture_output=True)
             queue = ["squeue", "--noheader", "--format=%i"]
@@ -153,17 +154,26 @@ class SlurmCluster:
                     "the cancelled jobs to end",
                 )
             except TimeoutError:
-                pass  # end the daemons all the same
+                pass  # end the daemons all the same, and what is left below
         for daemon in reversed(DAEMONS):
             pid = self._pid(daemon)
-            if pid is None:
-                continue
+            if pid is not None and _signal(pid, signal.SIGTERM) and not _ended(pid, timeout):
+                _signal(pid, signal.SIGKILL)
+        for pid in self.processes():
+            _signal(pid, signal.SIGKILL)
+
+    def processes(self) -> list[int]:
+        """Pids of the processes this cluster started, and of its jobs: `SLURM_CONF` names its conf in their
+        environment (the daemons and the jobs inherit it from `env`)."""
+        marker = f"SLURM_CONF={self.conf}".encode()
+        found = []
+        for entry in Path("/proc").iterdir():
             try:
-                os.kill(pid, signal.SIGTERM)
-            except ProcessLookupError:
+                if entry.name.isdigit() and marker in (entry / "environ").read_bytes().split(b"\0"):
+                    found.append(int(entry.name))
+            except OSError:  # gone meanwhile, or not readable
                 continue
-            if not _ended(pid, timeout):
-                os.kill(pid, signal.SIGKILL)
+        return found
 
     def logs(self, tail: int = 20) -> str:
         """The last lines of each daemon's log: what a timed-out wait should print."""
@@ -178,6 +188,14 @@ class SlurmCluster:
         """`JobState` from `scontrol show job` ('' once the controller has forgotten the job)."""
         out = subprocess.run(["scontrol", "show", "job", job], env=self.env, capture_output=True, text=True).stdout
         return next((w.split("=", 1)[1] for w in out.split() if w.startswith("JobState=")), "")
+
+
+def _signal(pid: int, sig: int) -> bool:
+    try:
+        os.kill(pid, sig)
+        return True
+    except ProcessLookupError:
+        return False
 
 
 def _ended(pid: int, timeout: float) -> bool:
