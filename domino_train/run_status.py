@@ -20,14 +20,14 @@ STATUS_FILE = "status.json"
 
 
 def job_log() -> str | None:
-    """The log this process writes to, where submitit started it (None elsewhere: sbatch's --output is the
-    user's and unknown here)."""
+    """The log this process writes to (stdout, where `train` logs a failure's traceback) where submitit
+    started it; None elsewhere (sbatch's --output is the user's and unknown here)."""
     if "SUBMITIT_FOLDER" not in os.environ and "SUBMITIT_EXECUTOR" not in os.environ:
         return None
     import submitit
 
     try:
-        return str(submitit.JobEnvironment().paths.stderr)
+        return str(submitit.JobEnvironment().paths.stdout)
     except RuntimeError:  # not inside a submitit job after all
         return None
 

@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import logging
 import warnings
 from typing import Any
 
@@ -18,6 +19,8 @@ from domino_train.slurm import cluster_plugins
 from inference.drafter.config import DrafterConfig
 from inference.precision import AUTO, resolve_training_precision
 from inference.targets.adapter import TargetModel
+
+log = logging.getLogger(__name__)
 
 
 def drafter_config(cfg: DictConfig, target: TargetModel) -> DrafterConfig:
@@ -80,6 +83,8 @@ def train(cfg: DictConfig) -> dict[str, Any]:
     except BaseException as e:  # a crash, or a requeue signal's SystemExit: the run is marked failed until resumed
         if trainer is not None:
             finish_wandb(trainer, exit_code=1)
+        if isinstance(e, Exception):  # in a sweep job the launcher keeps the exception: the job's log shows it here
+            log.exception("training failed")
         write_status(run_dir, "FAILED" if isinstance(e, Exception) else "STOPPED", e)
         raise
     finish_wandb(trainer, exit_code=0)
