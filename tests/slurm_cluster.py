@@ -96,7 +96,6 @@ class SlurmCluster:
             "JobCompType=jobcomp/none",
             "MpiDefault=none",
             "ReturnToService=2",
-            "KillWait=5",
             "MinJobAge=86400",  # `scontrol show job` keeps ended jobs (the tests read their state and restarts)
             "SchedulerType=sched/backfill",
             "SchedulerParameters=bf_interval=1",

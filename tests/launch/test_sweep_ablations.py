@@ -122,8 +122,8 @@ def test_sweep_submits_one_array_and_the_preempted_job_resumes(sweep):
     assert "this job is preempted" in log and f"resuming from {run}/checkpoints/last.ckpt" in log
     assert sweep["ckpt0_step"] == MAX_STEPS
     attempts = [read_wandb_file(f) for f in offline_run_files(run)]
-    assert attempts[0].run_id == attempts[1].run_id == "multirun-abl-0_tiny"  # the requeue continued the run
-    # (the first attempt's rows may not reach its offline file: Slurm kills the process after KillWait)
+    # one W&B run for every attempt; the preempted one may have recorded nothing (Slurm kills it after KillWait)
+    assert {a.run_id for a in attempts} - {""} == {"multirun-abl-0_tiny"} and attempts[1].run_id
     resumed = [row["trainer/global_step"] for row in attempts[1].rows if "train/loss" in row]
     assert 0 < resumed[0] < MAX_STEPS and resumed[0] % 4 == 0 and resumed[-1] == MAX_STEPS - 1  # from a checkpoint
     with open(run / "csv" / "metrics.csv") as f:  # the CSV kept the rows logged before the requeue
