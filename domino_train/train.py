@@ -80,6 +80,10 @@ def train(cfg: DictConfig) -> dict[str, Any]:
             record_identity(cfg)  # a fresh start: this folder now holds this recipe
         module, datamodule, trainer = build(cfg)
         trainer.fit(module, datamodule=datamodule, ckpt_path=ckpt_path)
+        if trainer._signal_connector.received_sigterm:
+            # Lightning ends fit quietly on SIGTERM (Slurm's preemption or requeue): not a finished run, and in a
+            # sweep job a normal return would tell the launcher that the requeued job is done
+            raise SystemExit(143)
     except BaseException as e:  # a crash, or a requeue signal's SystemExit: the run is marked failed until resumed
         if trainer is not None:
             finish_wandb(trainer, exit_code=1)
