@@ -27,6 +27,8 @@ class ExportDrafter(Callback):
         self.exported: Path | None = None
 
     def on_train_end(self, trainer: L.Trainer, pl_module: L.LightningModule) -> None:
+        if trainer._signal_connector.received_sigterm:  # stopped early (preemption, requeue): no partial export
+            return
         with gathered_parameters(trainer, pl_module.drafter):
             if trainer.is_global_zero:
                 self.exported = write_export(

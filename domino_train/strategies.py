@@ -7,7 +7,8 @@ Lightning's `DeepSpeedStrategy` refuses non-CUDA accelerators, validates CUDA de
 DeepSpeed the CUDA device index; on a CPU there is none. This subclass lifts exactly those three
 CUDA assumptions (DeepSpeed itself falls back to its CPU accelerator and a gloo process group) and
 launches its processes with `spawn`, which works inside pytest (the plain subprocess launcher re-runs
-the whole pytest command in each child). On GPUs use Lightning's own `DeepSpeedStrategy`.
+the whole pytest command in each child), unless Slurm or torchrun started them already. On GPUs use
+Lightning's own `DeepSpeedStrategy`.
 """
 
 from __future__ import annotations
@@ -52,10 +53,23 @@ class CPUDeepSpeedStrategy(DeepSpeedStrategy):
     def setup_distributed(self) -> None:
         reset_seed()  # as DeepSpeedStrategy, minus its CUDA device-index validation
         self.set_world_ranks()
+        _skip_shm_comm_build()
         self._init_deepspeed_distributed()
 
     def _configure_launcher(self) -> None:
+        if self.cluster_environment is not None and self.cluster_environment.creates_processes_externally:
+            return  # Slurm (srun) or torchrun started one process per device: spawning more would double them
         self._launcher = _SpawnWithoutWeightTransfer(self, start_method="spawn")
+
+
+def _skip_shm_comm_build() -> None:
+    """DeepSpeed's CPU backend JIT-compiles a shared-memory all-reduce kernel (C++, into the user's
+    ~/.cache/torch_extensions) as its process group starts, though only `inference_all_reduce` uses it, never
+    training. Marked incompatible, it is not built: no compile per process (minutes on a busy machine), and
+    no stale lock file from a killed compile, on which every later run would wait forever."""
+    import deepspeed.ops
+
+    deepspeed.ops.__compatible_ops__["deepspeed_shm_comm"] = False
 
 
 def deepspeed_strategy(accelerator: str | None = None, **kwargs: Any) -> DeepSpeedStrategy:

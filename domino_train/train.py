@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import logging
 import warnings
 from typing import Any
 
@@ -13,10 +14,13 @@ from omegaconf import DictConfig, OmegaConf
 
 from domino_train.module import DominoLitModule
 from domino_train.resume import record_identity, resolve_ckpt_path
+from domino_train.run_status import write_status
 from domino_train.slurm import cluster_plugins
 from inference.drafter.config import DrafterConfig
 from inference.precision import AUTO, resolve_training_precision
 from inference.targets.adapter import TargetModel
+
+log = logging.getLogger(__name__)
 
 
 def drafter_config(cfg: DictConfig, target: TargetModel) -> DrafterConfig:
@@ -67,16 +71,28 @@ warnings.filterwarnings("ignore", message=".*resuming from a checkpoint that end
 
 def train(cfg: DictConfig) -> dict[str, Any]:
     """Fit (or resume: `ckpt_path`, `auto` by default), export, and return the final metrics."""
-    ckpt_path = resolve_ckpt_path(cfg)
-    if ckpt_path is None:
-        record_identity(cfg)  # a fresh start: this folder now holds this recipe
-    module, datamodule, trainer = build(cfg)
+    run_dir = cfg.paths.output_dir
+    write_status(run_dir, "RUNNING")
+    trainer = None
     try:
+        ckpt_path = resolve_ckpt_path(cfg)
+        if ckpt_path is None:
+            record_identity(cfg)  # a fresh start: this folder now holds this recipe
+        module, datamodule, trainer = build(cfg)
         trainer.fit(module, datamodule=datamodule, ckpt_path=ckpt_path)
-    except BaseException:  # a crash, or a requeue signal's SystemExit: the run is marked failed until resumed
-        finish_wandb(trainer, exit_code=1)
+        if trainer._signal_connector.received_sigterm:
+            # Lightning ends fit quietly on SIGTERM (Slurm's preemption or requeue): not a finished run, and in a
+            # sweep job a normal return would tell the launcher that the requeued job is done
+            raise SystemExit(143)
+    except BaseException as e:  # a crash, or a requeue signal's SystemExit: the run is marked failed until resumed
+        if trainer is not None:
+            finish_wandb(trainer, exit_code=1)
+        if isinstance(e, Exception):  # in a sweep job the launcher keeps the exception: the job's log shows it here
+            log.exception("training failed")
+        write_status(run_dir, "FAILED" if isinstance(e, Exception) else "STOPPED", e)
         raise
     finish_wandb(trainer, exit_code=0)
+    write_status(run_dir, "COMPLETED")
     return {k: float(v) for k, v in trainer.callback_metrics.items() if v.numel() == 1}
 
 

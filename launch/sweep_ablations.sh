@@ -10,6 +10,8 @@
 # sweep's shared config (domino_train.slurm.SweepShapeCheck refuses a sweep whose jobs disagree with it).
 # seed comes first: Hydra numbers the jobs seed-major, so appending seeds (seed=0,1,2,3) keeps the job
 # numbers, folders and W&B runs of the jobs already there and adds new ones at the end.
+# EXPERIMENTS and TRAINER replace the grid's experiments and trainer (the tests shrink it to the tiny one:
+# EXPERIMENTS=tiny TRAINER=cpu SEEDS=0 launch/sweep_ablations.sh drafter.head=domino,null ...).
 set -euo pipefail
 cd "$(dirname "$0")/.."
 
@@ -17,8 +19,8 @@ python -m domino_train -m \
   hydra/launcher=submitit_slurm \
   sweep_id="${SWEEP_ID:-qwen3_8b_ablations}" \
   seed="${SEEDS:-0,1,2}" \
-  experiment=qwen3_8b_curriculum,qwen3_8b_dflash,qwen3_8b_ttt,qwen3_8b_no_curriculum \
-  trainer=gpu \
+  experiment="${EXPERIMENTS:-qwen3_8b_curriculum,qwen3_8b_dflash,qwen3_8b_ttt,qwen3_8b_no_curriculum}" \
+  trainer="${TRAINER:-gpu}" \
   trainer.num_nodes="${NODES:-1}" \
   hydra.launcher.timeout_min="${TIMEOUT_MIN:-1440}" \
   "$@"

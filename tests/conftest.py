@@ -12,6 +12,7 @@ os.environ.setdefault("WANDB_MODE", "offline")
 import pytest  # noqa: E402
 import torch  # noqa: E402
 
+import slurm_cluster  # noqa: E402
 from inference import DominoDrafter, DrafterConfig, tiny_target  # noqa: E402
 
 # Tiny models gain nothing from intra-op threads, and OpenMP threads that spin while another process holds
@@ -20,12 +21,24 @@ torch.set_num_threads(1)
 
 
 def pytest_collection_modifyitems(config: pytest.Config, items: list[pytest.Item]) -> None:
-    if torch.cuda.is_available():
-        return
-    skip = pytest.mark.skip(reason="needs a CUDA device")
+    skips = {"gpu": None if torch.cuda.is_available() else "needs a CUDA device", "slurm": slurm_cluster.unavailable()}
     for item in items:
-        if item.get_closest_marker("gpu") is not None:  # the marker, not any test named *gpu*
-            item.add_marker(skip)
+        for marker, reason in skips.items():
+            if reason and item.get_closest_marker(marker) is not None:  # the marker, not any test named *gpu*
+                item.add_marker(pytest.mark.skip(reason=reason))
+
+
+@pytest.fixture(scope="session")
+def slurm(tmp_path_factory):
+    """A one-node Slurm running from a temporary folder for the whole session (tests marked `slurm`)."""
+    reason = slurm_cluster.unavailable()
+    if reason:
+        pytest.skip(reason)
+    cluster = slurm_cluster.SlurmCluster(tmp_path_factory.mktemp("slurm"))
+    try:
+        yield cluster.start()
+    finally:
+        cluster.stop()
 
 
 @pytest.fixture(autouse=True)

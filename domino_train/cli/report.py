@@ -5,8 +5,9 @@
     domino-report RUN_DIRS --eval out/decode/results.json --log-eval    # + domino-decode numbers, logged to W&B
     domino-report --wandb my-team/domino --group qwen3_8b               # online: the W&B project's runs
 
-Writes `report.md`, `curves.png` and `by_position.png` to `--out` and prints the table. Without the console
-script (an older install): `python -m domino_train.report ...`.
+Writes `report.md`, `curves.png` and `by_position.png` to `--out` and prints the table; runs whose last
+attempt did not complete (`status.json`: FAILED, STOPPED, RUNNING) are listed under it with their logs.
+Without the console script (an older install): `python -m domino_train.report ...`.
 """
 
 from __future__ import annotations
@@ -19,7 +20,7 @@ from domino_train.report.eval_results import attach_eval, read_results
 from domino_train.report.local_runs import load_local_runs
 from domino_train.report.plots import X_AXES, plot_by_position, plot_curves, plot_predicted_vs_realised
 from domino_train.report.records import ReportError, RunRecord
-from domino_train.report.table import markdown_table, report_markdown
+from domino_train.report.table import markdown_table, report_markdown, unfinished_table
 from domino_train.report.variants import group_variants
 from domino_train.report.wandb_api import fetch_runs
 
@@ -65,16 +66,22 @@ def main(argv: list[str] | None = None) -> int:
                 print(f"logged {path} to W&B as eval run {log_eval(run, path)}")
     except ReportError as e:
         sys.exit(f"domino-report: {e}")
-    variants = group_variants(runs)
+    variants = group_variants([r for r in runs if r.finished])
+    unfinished = unfinished_table(runs)
     args.out.mkdir(parents=True, exist_ok=True)
-    plots = [
-        plot_curves(variants, args.out / "curves.png", args.x).name,
-        plot_by_position(variants, args.out / "by_position.png").name,
-    ]
+    plots = []
+    if variants:
+        plots = [
+            plot_curves(variants, args.out / "curves.png", args.x).name,
+            plot_by_position(variants, args.out / "by_position.png").name,
+        ]
     results = [(str(p), read_results(p)) for p in args.eval]
     if calibration := plot_predicted_vs_realised(results, args.out / "predicted_vs_realised.png"):
         plots.append(calibration.name)
-    (args.out / "report.md").write_text(report_markdown(variants, args.title, plots))
+    (args.out / "report.md").write_text(report_markdown(variants, args.title, plots, unfinished))
     print(markdown_table(variants))
-    print(f"report: {args.out / 'report.md'} ({len(runs)} runs, {len(variants)} variants)")
+    if unfinished:
+        print(unfinished)
+    n_unfinished = sum(not r.finished for r in runs)
+    print(f"report: {args.out / 'report.md'} ({len(runs)} runs, {len(variants)} variants, {n_unfinished} unfinished)")
     return 0

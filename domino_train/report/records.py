@@ -30,6 +30,13 @@ class RunRecord:
     curves: dict[str, Curve] = field(default_factory=dict)
     export_dir: Path | None = None  # the exported drafter, when read from a run folder
     eval: dict[str, dict[str, float | None]] = field(default_factory=dict)  # method -> {tau, speedup}
+    state: str | None = None  # the last attempt's status.json state (None: not recorded)
+    log: str | None = None  # that attempt's log, where the launcher wrote one (submitit)
+
+    @property
+    def finished(self) -> bool:
+        """Trained to the end (or from before status files): only these enter the table."""
+        return self.state in (None, "COMPLETED")
 
     @property
     def has_head(self) -> bool:

@@ -5,6 +5,7 @@ from __future__ import annotations
 import statistics
 
 from domino_train.report.eval_results import eval_method
+from domino_train.report.records import RunRecord
 from domino_train.report.variants import Variant
 
 # (header, metric, best-of mode): the simulated acceptance length tau and the block CE, as in training's val/
@@ -46,8 +47,14 @@ def markdown_table(variants: list[Variant]) -> str:
     return "\n".join(lines) + "\n"
 
 
-def report_markdown(variants: list[Variant], title: str, plots: list[str]) -> str:
-    """The whole report.md: title, table, what the numbers are, and the plots."""
+def unfinished_table(runs: list[RunRecord]) -> str:
+    """The runs whose last attempt did not complete (FAILED, STOPPED, RUNNING), each with its log; '' if none."""
+    rows = [f"| {r.source} | {r.state} | {r.log or '-'} |" for r in runs if not r.finished]
+    return "\n".join(["| unfinished run | state | log |", "|---|---|---|", *rows]) + "\n" if rows else ""
+
+
+def report_markdown(variants: list[Variant], title: str, plots: list[str], unfinished: str = "") -> str:
+    """The whole report.md: title, table, what the numbers are, the unfinished runs, and the plots."""
     notes = (
         "val tau = simulated chain acceptance length on the validation blocks (1 + leading draft tokens equal to "
         "the data, bonus included), best over validations; CE = position-weighted block cross-entropy of the "
@@ -56,4 +63,5 @@ def report_markdown(variants: list[Variant], title: str, plots: list[str]) -> st
         "(mean over its datasets; method `domino`, or `dflash` for drafters without head)."
     )
     images = "\n".join(f"![{p}]({p})" for p in plots)
-    return f"# {title}\n\n{markdown_table(variants)}\n{notes}\n\n{images}\n"
+    unfinished = f"Not in the table (their last attempt did not complete):\n\n{unfinished}\n" if unfinished else ""
+    return f"# {title}\n\n{markdown_table(variants)}\n{notes}\n\n{unfinished}{images}\n"

@@ -197,3 +197,22 @@ def test_curves_against_blocks_seen_and_minutes(runs, tmp_path):
     assert x_values(run, val_steps, "minutes") is None
     assert main([str(runs), "--out", str(tmp_path), "--x", "blocks"]) == 0
     assert (tmp_path / "curves.png").stat().st_size > 5_000
+
+
+def test_a_run_that_failed_is_listed_under_the_table_with_its_state(runs, tmp_path, compose_train, capsys):
+    sweep = tmp_path / "sweep"
+    shutil.copytree(runs, sweep)
+    crashed = sweep / "tiny" / "crashed"
+    (crashed / "checkpoints").mkdir(parents=True)
+    (crashed / "checkpoints" / "last.ckpt").write_bytes(b"truncated")  # ckpt_path=auto resumes it, and fails
+    cfg = compose_train(["experiment=tiny", "logger=csv", f"paths.output_dir={crashed}"], tmp_path)
+    with pytest.raises(Exception):  # noqa: B017 (whatever torch.load raises on a truncated file)
+        train(cfg)
+    status = json.loads((crashed / "status.json").read_text())
+    assert status["state"] == "FAILED" and status["log"] is None  # outside submitit no log is known
+    assert main([str(sweep), "--out", str(tmp_path / "out")]) == 0
+    out = capsys.readouterr().out
+    assert f"| {crashed} | FAILED | - |" in out and "2 variants, 1 unfinished" in out
+    assert out.count("| tiny (drafter.head=") == 2  # the finished runs alone make the table
+    assert f"| {crashed} | FAILED | - |" in (tmp_path / "out" / "report.md").read_text()
+    assert json.loads((runs / "tiny" / "domino" / "status.json").read_text())["state"] == "COMPLETED"
