@@ -2,7 +2,8 @@
 
 Written by every export from facts the run itself holds: the drafter's shape (config.json), the recipe
 (the resolved run config), the data (the manifest, including the draft vocabulary's coverage), the
-training budget and the last validation metrics. `domino-export --decode-results results.json` adds the
+training budget and the last validation metrics; and which serving stacks can load it (its config.json
+against each stack's rules, `inference.drafter.serving`). `domino-export --decode-results results.json` adds the
 held-out decoding table that `domino-decode` measured, so every number on the card names its source.
 """
 
@@ -13,6 +14,7 @@ from pathlib import Path
 from typing import Any
 
 from inference.drafter.config import DrafterConfig
+from inference.drafter.serving import serving_section, with_serving_section
 from inference.eval.divergence import counts_text
 
 VAL_KEYS = ("val/tau_final", "val/tau_base", "val/ce_final", "val/ce_base")
@@ -163,12 +165,30 @@ def write_model_card(
         "## Held-out decoding",
         *(_decoding(decode_results) if decode_results else ["Not measured yet: `domino-export ... --decode-results`."]),
         "",
+        *serving_section(_served_config(dirpath, config)),
+        "",
         "## Use",
         f"    domino-decode target={target} drafter_path=<this folder>",
         "",
     ]
     path = dirpath / "README.md"
     path.write_text("\n".join(sections))
+    return path
+
+
+def _served_config(dirpath: Path, config: DrafterConfig) -> dict[str, Any]:
+    """The config.json serving stacks read: the folder's own, else the layout this config exports to."""
+    path = dirpath / "config.json"
+    return json.loads(path.read_text()) if path.is_file() else config.to_hf_dict()
+
+
+def rewrite_serving_section(dirpath: str | Path) -> Path:
+    """Rewrite the Serving section of an existing drafter folder's README.md from its config.json (added
+    before "## Use" when the card has none); the rest of the card and every other file stay as they are."""
+    dirpath = Path(dirpath)
+    hf_config = json.loads((dirpath / "config.json").read_text())
+    path = dirpath / "README.md"
+    path.write_text(with_serving_section(path.read_text(), hf_config))
     return path
 
 

@@ -3,18 +3,24 @@
 Prints the target's shape, the drafter's configuration and its parameter counts (backbone, GRU,
 correction) built on the `meta` device, so it runs for Qwen3-8B on a laptop. With `--load` it also loads
 the target's weights, verifies a prompt and drafts one block with a randomly initialised drafter,
-exercising the whole feature / cache path end to end.
+exercising the whole feature / cache path end to end. `domino-describe DRAFTER_FOLDER` (a folder whose
+config.json is a drafter's) describes that drafter instead, and which serving stacks can load it: the
+Serving section its model card carries.
 """
 
 from __future__ import annotations
 
 import argparse
+import json
 import time
+from pathlib import Path
 
 import torch
 
 from inference.drafter import DominoDrafter
 from inference.drafter.config import DrafterConfig
+from inference.drafter.layout import DFLASH_ARCHITECTURE, DOMINO_ARCHITECTURE
+from inference.drafter.serving import serving_section
 from inference.targets.loader import load_target, load_target_config
 
 
@@ -32,14 +38,54 @@ def parameter_table(drafter: DominoDrafter) -> list[tuple[str, int]]:
     return rows
 
 
+def drafter_config_json(path: str) -> dict | None:
+    """The config.json of a drafter folder at `path`; None when `path` is not one (a target name or folder)."""
+    config = Path(path) / "config.json"
+    if not config.is_file():
+        return None
+    d = json.loads(config.read_text())
+    return d if (d.get("architectures") or [None])[0] in (DFLASH_ARCHITECTURE, DOMINO_ARCHITECTURE) else None
+
+
+def print_parameters(drafter: DominoDrafter) -> None:
+    rows = parameter_table(drafter)
+    backbone = rows[0][1]
+    for name, n in rows:
+        print(f"  {name:<24} {n / 1e6:9.2f} M")
+    if drafter.head is not None:
+        head = sum(n for _, n in rows[1:])
+        print(f"  {'head total':<24} {head / 1e6:9.2f} M  ({100 * head / backbone:.1f} % of the backbone)")
+
+
+def describe_drafter_folder(path: str, hf_config: dict) -> None:
+    """A trained drafter's shape, parameter counts and Serving section (as on its model card)."""
+    config = DrafterConfig.from_hf_dict(hf_config)
+    with torch.device("meta"):
+        drafter = DominoDrafter(config)
+    print(
+        f"drafter {path}: {config.num_hidden_layers} layers, block {config.block_size}, head {config.head}, "
+        f"draft vocabulary {config.draft_vocab_size or 'full'}, target_layer_ids {config.target_layer_ids}, "
+        f"mask id {config.mask_token_id}, weights {hf_config.get('torch_dtype')}"
+    )
+    print_parameters(drafter)
+    print()
+    print("\n".join(serving_section(hf_config)))
+
+
 def main(argv: list[str] | None = None) -> None:
     parser = argparse.ArgumentParser(prog="domino-describe", description=__doc__.splitlines()[0])
-    parser.add_argument("target", help="built-in name (smollm2, tiny-qwen3, tiny-llama), local folder or hub id")
+    parser.add_argument(
+        "target", help="built-in name (smollm2, tiny-qwen3, tiny-llama), local folder or hub id; or a drafter folder"
+    )
     parser.add_argument("--num-draft-layers", type=int, default=5)
     parser.add_argument("--block-size", type=int, default=16)
     parser.add_argument("--no-head", action="store_true", help="describe a plain DFlash drafter")
     parser.add_argument("--load", action="store_true", help="load the weights and draft one block")
     args = parser.parse_args(argv)
+    drafter_json = drafter_config_json(args.target)
+    if drafter_json is not None:
+        describe_drafter_folder(args.target, drafter_json)
+        return
 
     target = load_target(args.target) if args.load else None
     hf_config = target.config if target else load_target_config(args.target)
@@ -57,13 +103,7 @@ def main(argv: list[str] | None = None) -> None:
         f"drafter: {config.num_hidden_layers} layers, block {config.block_size}, head {config.head}, "
         f"target_layer_ids {config.target_layer_ids}, mask id {config.mask_token_id}"
     )
-    rows = parameter_table(drafter)
-    backbone = rows[0][1]
-    for name, n in rows:
-        print(f"  {name:<24} {n / 1e6:9.2f} M")
-    if drafter.head is not None:
-        head = sum(n for _, n in rows[1:])
-        print(f"  {'head total':<24} {head / 1e6:9.2f} M  ({100 * head / backbone:.1f} % of the backbone)")
+    print_parameters(drafter)
     if target is None:
         return
 

@@ -3,7 +3,8 @@
 Lossless speculative sampling needs the target's distribution after exactly the transforms that plain
 sampling applies (temperature, then top-k, then top-p), so generation, drafting and verification all
 call `warp` / `probabilities` / `sample` from here. Temperature 0 means greedy (argmax, ties to the
-lowest id, as `torch.argmax`).
+lowest id, as `torch.argmax`). Every random choice of sampling and verification is a `sample_from` or a
+`bernoulli`, so a test can replace these two and enumerate every outcome of a rule exactly.
 """
 
 from __future__ import annotations
@@ -33,8 +34,8 @@ class SamplingParams:
 
 
 def warp(logits: torch.Tensor, params: SamplingParams) -> torch.Tensor:
-    """Temperature-scaled logits with the top-k / top-p tails set to -inf (float32)."""
-    logits = logits.float() / params.temperature
+    """Temperature-scaled logits with the top-k / top-p tails set to -inf (float32, or float64 if given)."""
+    logits = logits.to(torch.promote_types(logits.dtype, torch.float32)) / params.temperature
     if params.top_k and params.top_k < logits.shape[-1]:
         kth = torch.topk(logits, params.top_k, dim=-1).values[..., -1:]
         logits = logits.masked_fill(logits < kth, float("-inf"))
@@ -58,6 +59,11 @@ def sample_from(probs: torch.Tensor, generator: torch.Generator | None = None) -
     """One draw per row of `probs` [..., V] -> ids [...]."""
     flat = probs.reshape(-1, probs.shape[-1])
     return torch.multinomial(flat, 1, generator=generator).view(probs.shape[:-1])
+
+
+def bernoulli(probs: torch.Tensor, generator: torch.Generator | None = None) -> torch.Tensor:
+    """One coin per element of `probs`: True with that probability (bool, same shape)."""
+    return torch.rand(probs.shape, device=probs.device, dtype=probs.dtype, generator=generator) < probs
 
 
 def sample(logits: torch.Tensor, params: SamplingParams, generator: torch.Generator | None = None) -> torch.Tensor:

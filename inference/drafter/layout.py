@@ -62,7 +62,7 @@ def _where(key: str) -> list[str]:
     return [f"{s}.{key}" for s in _SECTIONS] + [key]
 
 
-def _lookup(d: dict[str, Any], key: str, default: Any = None) -> Any:
+def lookup(d: dict[str, Any], key: str, default: Any = None) -> Any:
     """`key` from dflash_config, domino_config or the top level (None counts as absent); places must agree."""
     found = {}
     for section in _SECTIONS:
@@ -93,11 +93,11 @@ def public_fields(d: dict[str, Any], target_num_layers: int | None, target_mask_
             f"architectures {d.get('architectures')!r} is not a drafter "
             f"(expected {DFLASH_ARCHITECTURE} or {DOMINO_ARCHITECTURE})"
         )
-    modes = _lookup(d, "attention_modes") or [_lookup(d, "attention_mode", "gqa")]
+    modes = lookup(d, "attention_modes") or [lookup(d, "attention_mode", "gqa")]
     unsupported = sorted({str(m).lower() for m in modes} - {"gqa", "mha"})
     if unsupported:
         raise ValueError(f"dflash_config attention mode(s) {unsupported} are not implemented (only gqa / mha)")
-    projector = _lookup(d, "projector_type")
+    projector = lookup(d, "projector_type")
     if projector is None and arch == DOMINO_ARCHITECTURE:
         projector = DOMINO_PROJECTOR
     if projector is not None and projector not in PROJECTOR_ALIASES:
@@ -113,19 +113,19 @@ def public_fields(d: dict[str, Any], target_num_layers: int | None, target_mask_
     head = PROJECTOR_ALIASES.get(projector)
 
     num_hidden_layers = d["num_hidden_layers"]
-    num_target_layers = _lookup(d, "num_target_layers", target_num_layers)
+    num_target_layers = lookup(d, "num_target_layers", target_num_layers)
     if num_target_layers is None:
         raise ValueError(
             "num_target_layers is missing: add the target's layer count at the top level "
             "(or load the drafter with its target)"
         )
     num_target_layers = _int(num_target_layers, "num_target_layers")
-    layer_ids = _lookup(d, "target_layer_ids")
+    layer_ids = lookup(d, "target_layer_ids")
     if layer_ids is None:
         layer_ids = default_target_layer_ids(num_target_layers, num_hidden_layers)
     elif not isinstance(layer_ids, list) or not layer_ids:
         raise ValueError(f"dflash_config.target_layer_ids must be a non-empty list of ints, got {layer_ids!r}")
-    mask_token_id = _lookup(d, "mask_token_id", target_mask_token_id)
+    mask_token_id = lookup(d, "mask_token_id", target_mask_token_id)
     if mask_token_id is None:
         try:
             mask_token_id = default_mask_token_id(
@@ -136,25 +136,25 @@ def public_fields(d: dict[str, Any], target_num_layers: int | None, target_mask_
                 "mask_token_id is missing and not implied for this vocabulary: add dflash_config.mask_token_id "
                 "(the reserved id the drafter was trained with), or load the drafter with its target"
             ) from None
-    shift_label = _lookup(d, "shift_label", False)
+    shift_label = lookup(d, "shift_label", False)
     if not isinstance(shift_label, bool):
         raise ValueError(f"dflash_config.shift_label must be true or false, got {shift_label!r}")
     fields: dict[str, Any] = dict(
         num_target_layers=num_target_layers,
         target_layer_ids=layer_ids,
         mask_token_id=_int(mask_token_id, "dflash_config.mask_token_id"),
-        block_size=_int(_lookup(d, "block_size", 16), "block_size"),
+        block_size=_int(lookup(d, "block_size", 16), "block_size"),
         head=head,
         shift_label=shift_label,
-        pure_draft_prefix_len=_int(_lookup(d, "pure_draft_prefix_len", 0), "dflash_config.pure_draft_prefix_len"),
+        pure_draft_prefix_len=_int(lookup(d, "pure_draft_prefix_len", 0), "dflash_config.pure_draft_prefix_len"),
     )
     if head is None:
         return fields
     for flag in _UNSUPPORTED_FLAGS:
-        if _lookup(d, flag, False):
+        if lookup(d, flag, False):
             raise ValueError(f"dflash_config.{flag}=true is a Domino head variant this code does not implement")
     for key, field_name in (("gru_hidden_dim", "gru_hidden_dim"), ("emb_dim", "correction_rank")):
-        value = _lookup(d, key)
+        value = lookup(d, key)
         if value is None:
             raise ValueError(
                 f"a Domino drafter needs {key} ({' or '.join(_where(key))}), and the config has none: "

@@ -7,6 +7,7 @@ import pytest
 from domino_train.cli.export import main as export_main
 from domino_train.model_card import read_decode_results, write_model_card
 from inference import DrafterConfig
+from inference.drafter.serving import serving_line, with_serving_section
 from inference.targets.tiny import tiny_target
 
 MANIFEST = {
@@ -81,3 +82,19 @@ def test_export_refuses_a_file_that_is_not_decode_results(tmp_path):
     with pytest.raises(SystemExit, match="not a domino-decode results.json"):
         export_main([str(tmp_path / "any.ckpt"), str(tmp_path / "out"), "--decode-results", str(bad)])
     assert not (tmp_path / "out").exists()  # refused before anything was written
+
+
+def test_export_rewrites_only_the_serving_section_of_an_existing_folder(tmp_path, capsys):
+    config = _config(pure_draft_prefix_len=0)
+    (tmp_path / "config.json").write_text(json.dumps(config.to_hf_dict()))
+    (tmp_path / "model.safetensors").write_bytes(b"weights")
+    old = "# Card\n\n## Serving\nstale\n\n## Use\n    domino-decode ...\n"
+    (tmp_path / "README.md").write_text(old)
+    export_main(["--serving-section", str(tmp_path)])
+    card = (tmp_path / "README.md").read_text()
+    assert card == with_serving_section(old, config.to_hf_dict()) and "stale" not in card
+    assert "| SGLang | no | pure_draft_prefix_len == 1 (this drafter has pure_draft_prefix_len 0)" in card
+    assert capsys.readouterr().out.splitlines()[-1] == serving_line(config.to_hf_dict())
+    assert (tmp_path / "model.safetensors").read_bytes() == b"weights"
+    with pytest.raises(SystemExit):
+        export_main(["any.ckpt", "--serving-section", str(tmp_path)])

@@ -1,5 +1,6 @@
 """End-to-end training on the tiny experiment: export, resume, checkpoints, strategies, offline features."""
 
+import json
 from pathlib import Path
 
 import pytest
@@ -11,6 +12,7 @@ from domino_train.export import export_checkpoint
 from domino_train.resume import resolve_ckpt_path
 from domino_train.train import build, train
 from inference import DominoDrafter, DrafterCheckpointError, tiny_target
+from inference.drafter.serving import serving_line, serving_section
 
 
 class Recorder(Callback):
@@ -31,7 +33,7 @@ def _fit(cfg, recorder=None):
     return module, trainer
 
 
-def test_tiny_experiment_trains_and_exports(tiny_cfg, tmp_path):
+def test_tiny_experiment_trains_and_exports(tiny_cfg, tmp_path, capsys):
     cfg = tiny_cfg("trainer.max_steps=12", "callbacks.model_checkpoint.every_n_train_steps=6")
     metrics = train(cfg)
     export = tmp_path / "run" / "export"
@@ -47,8 +49,14 @@ def test_tiny_experiment_trains_and_exports(tiny_cfg, tmp_path):
     state = ckpt["optimizer_states"][0]["state"]
     assert sum(s["exp_avg"].numel() for s in state.values()) == n_params
     # domino-export on the Lightning checkpoint writes the same drafter as the end-of-fit export
-    out = export_checkpoint(tmp_path / "run" / "checkpoints" / "last.ckpt", tmp_path / "from_ckpt")
-    assert f"- val/tau_final: {metrics['val/tau_final']:.3f}" in (out / "README.md").read_text()
+    out = tmp_path / "from_ckpt"
+    capsys.readouterr()
+    export_main([str(tmp_path / "run" / "checkpoints" / "last.ckpt"), str(out)])
+    hf_config = json.loads((out / "config.json").read_text())
+    assert capsys.readouterr().out.splitlines()[-1] == serving_line(hf_config)  # one line: where it can be served
+    card = (out / "README.md").read_text()
+    assert f"- val/tau_final: {metrics['val/tau_final']:.3f}" in card
+    assert "\n".join(serving_section(hf_config)) + "\n\n## Use" in card
     again = DominoDrafter.from_pretrained(out)
     for (k, a), b in zip(drafter.state_dict().items(), again.state_dict().values(), strict=True):
         assert torch.equal(a, b), k

@@ -2,6 +2,7 @@
 small, carry their model card, and decode a held-out prompt as the target alone does: token for token in
 fp32, and in bf16 (the default on this CPU) parting from it, if at all, only at a numerical tie."""
 
+import json
 from pathlib import Path
 
 import pytest
@@ -10,6 +11,7 @@ from safetensors import safe_open
 
 from inference import DominoDrafter, load_target
 from inference.decoding import build_decoder, prompt_ids
+from inference.drafter.serving import serving_section, with_serving_section
 from inference.eval.divergence import measure_divergence, measure_noise
 
 pytestmark = pytest.mark.slow
@@ -32,6 +34,9 @@ def test_shipped_drafter_is_small_bf16_and_documented(name):
         floats = {f.get_slice(k).get_dtype() for k in f.keys() if k not in ("d2t", "t2d")}
     assert floats == {"BF16"}
     card = (folder / "README.md").read_text()
+    hf_config = json.loads((folder / "config.json").read_text())
+    assert "\n".join(serving_section(hf_config)) + "\n\n## Use" in card  # as `domino-export --serving-section`
+    assert with_serving_section(card, hf_config) == card
     assert "## Training and validation" in card and "- val/tau_final: " in card and "- step: 2400" in card
     decoding = card.split("## Held-out decoding", 1)[1].split("\n## ", 1)[0]
     for bench in ("mt-bench", "humaneval"):  # every method, measured on 40 + 40 held-out prompts

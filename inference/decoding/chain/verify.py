@@ -22,7 +22,7 @@ from dataclasses import dataclass
 
 import torch
 
-from inference.decoding.sampling import SamplingParams, probabilities, sample, sample_from
+from inference.decoding.sampling import SamplingParams, bernoulli, probabilities, sample, sample_from
 
 VERIFY_RULES = ("match", "rejection")
 
@@ -90,8 +90,7 @@ class RejectionVerifier(ChainVerifier):
         q = draft.probs.to(p.dtype)
         idx = draft.tokens.unsqueeze(-1)
         p_tok, q_tok = p[:n].gather(-1, idx).squeeze(-1), q.gather(-1, idx).squeeze(-1)
-        uniform = torch.rand(n, device=p.device, generator=generator)
-        accept = uniform * q_tok < p_tok  # probability min(1, p / q)
+        accept = bernoulli((p_tok / q_tok.clamp_min(torch.finfo(p.dtype).tiny)).clamp(max=1.0), generator)
         residual = (p[:n] - q).clamp_min(0)
         total = residual.sum(-1, keepdim=True)
         # p == q leaves no residual, but then rejection has probability 0: any valid row will do.

@@ -17,7 +17,7 @@ from __future__ import annotations
 
 import torch
 
-from inference.decoding.sampling import SamplingParams, probabilities, sample, sample_from
+from inference.decoding.sampling import SamplingParams, bernoulli, probabilities, sample, sample_from
 from inference.decoding.tree.draft_tree import DraftTree
 
 
@@ -39,7 +39,7 @@ def walk_residual(tree: DraftTree, logits: torch.Tensor, params: SamplingParams,
     while True:
         p = probabilities(logits[cur], params).double()
         for token, window_index in children[cur].items():
-            if torch.rand(1, generator=generator, device=p.device, dtype=torch.float64) * p.sum() < p[token]:
+            if bernoulli(p[token] / p.sum(), generator):
                 path.append(window_index)
                 cur = window_index
                 break

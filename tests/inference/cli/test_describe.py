@@ -1,4 +1,10 @@
+import json
+from pathlib import Path
+
 from inference.cli.describe import main
+from inference.drafter.serving import serving_section
+
+PRETRAINED = Path(__file__).resolve().parents[3] / "pretrained"
 
 
 def test_describe_qwen3_8b_offline_on_meta(capsys):
@@ -12,3 +18,11 @@ def test_describe_loads_and_drafts_a_tiny_target(capsys):
     main(["tiny-llama", "--num-draft-layers", "2", "--block-size", "4", "--load"])
     out = capsys.readouterr().out
     assert "one draft block" in out and "3 untrained draft tokens" in out
+
+
+def test_describe_a_drafter_folder_prints_its_serving_section(capsys):
+    folder = PRETRAINED / "smollm2-135m-domino"
+    main([str(folder)])
+    out = capsys.readouterr().out
+    assert "2 layers, block 4, head domino, draft vocabulary 8192" in out and "head.prefix_gru" in out
+    assert "\n".join(serving_section(json.loads((folder / "config.json").read_text()))) in out

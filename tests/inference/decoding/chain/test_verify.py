@@ -1,8 +1,7 @@
-import itertools
-
 import pytest
 import torch
 
+from inference.decoding import sampling
 from inference.decoding.chain.verify import ChainDraft, MatchVerifier, RejectionVerifier, make_verifier
 from inference.decoding.sampling import SamplingParams, probabilities, sample_from
 
@@ -53,53 +52,50 @@ def test_rule_names():
         make_verifier("typical", T1)
 
 
-# A toy language: the target and the drafter are Markov chains over 3 tokens, similar but not equal.
+# A toy language: the target and the drafter are Markov chains over 3 tokens, similar but not equal (float64,
+# so that the rules compute in float64 and the laws below agree to rounding).
 VOCAB, NUM_DRAFT = 3, 2
 _GEN = torch.Generator().manual_seed(1)
-TARGET_LOGITS = 1.5 * torch.randn(VOCAB, VOCAB, generator=_GEN)
-DRAFT_LOGITS = TARGET_LOGITS + 1.5 * torch.randn(VOCAB, VOCAB, generator=_GEN)
+TARGET_LOGITS = 1.5 * torch.randn(VOCAB, VOCAB, generator=_GEN, dtype=torch.float64)
+DRAFT_LOGITS = TARGET_LOGITS + 1.5 * torch.randn(VOCAB, VOCAB, generator=_GEN, dtype=torch.float64)
+PARAMS = {
+    "T=1": T1,
+    "T=0.7 top-2": SamplingParams(temperature=0.7, top_k=2),  # drafts outside the target's support occur
+    "T=1.3 top-p 0.8": SamplingParams(temperature=1.3, top_p=0.8),
+    "greedy": GREEDY,
+}
 
 
-def _decode_three(verifier, sampled_drafts: bool, gen: torch.Generator) -> tuple[tuple[int, ...], list[int]]:
-    """Three tokens after token 0 by speculative rounds on the toy chains; also the tokens per round."""
-    out, rounds, root = [], [], 0
-    while len(out) < 3:
-        tokens, probs, prev = [], [], root
-        for _ in range(NUM_DRAFT):
-            q = probabilities(DRAFT_LOGITS[prev], T1)
-            prev = int(sample_from(q, gen)) if sampled_drafts else int(DRAFT_LOGITS[prev].argmax())
-            tokens.append(prev)
-            probs.append(q)
-        draft = ChainDraft(torch.tensor(tokens), torch.stack(probs))
-        committed = verifier(draft, TARGET_LOGITS[[root, *tokens]], gen)
-        out += committed
-        rounds.append(len(committed))
-        root = committed[-1]
-    return tuple(out[:3]), rounds
+def _round(verifier, params: SamplingParams, root: int, sampled_drafts: bool, gen: torch.Generator) -> tuple:
+    """The tokens one speculative round on the toy chains commits after `root`."""
+    tokens, probs, prev = [], [], root
+    for _ in range(NUM_DRAFT):
+        q = probabilities(DRAFT_LOGITS[prev], params)
+        prev = int(sampling.sample_from(q, gen)) if sampled_drafts else int(DRAFT_LOGITS[prev].argmax())
+        tokens.append(prev)
+        probs.append(q)
+    draft = ChainDraft(torch.tensor(tokens), torch.stack(probs))
+    return tuple(verifier(draft, TARGET_LOGITS[[root, *tokens]], gen))
 
 
+@pytest.mark.parametrize("params", PARAMS.values(), ids=PARAMS.keys())
 @pytest.mark.parametrize(("rule", "sampled_drafts"), [("match", False), ("match", True), ("rejection", True)])
-def test_verified_tokens_follow_the_target_distribution(rule, sampled_drafts, chi_square_pvalue):
-    p = TARGET_LOGITS.softmax(-1)
-    exact = {
-        seq: float(p[0, seq[0]] * p[seq[0], seq[1]] * p[seq[1], seq[2]])
-        for seq in itertools.product(range(VOCAB), repeat=3)
-    }
-    gen = torch.Generator().manual_seed(2)
-    verifier = make_verifier(rule, T1)
-    counts, lengths = {}, []
-    for _ in range(3000):
-        seq, rounds = _decode_three(verifier, sampled_drafts, gen)
-        counts[seq] = counts.get(seq, 0) + 1
-        lengths += rounds
-    assert chi_square_pvalue(counts, exact) > 1e-3
-    assert 1 in lengths and NUM_DRAFT + 1 in lengths  # rejections and fully accepted rounds both occurred
+def test_a_round_commits_the_target_distribution_exactly(
+    rule, sampled_drafts, params, exact_law, assert_round_lossless
+):
+    """Every draft and every random outcome of the rule, enumerated: the committed tokens, continued by plain
+    sampling, have exactly the target's law (to rounding)."""
+    verifier = make_verifier(rule, params)
+    p = probabilities(TARGET_LOGITS, params).double()
+    for root in range(VOCAB):
+        law = exact_law(lambda gen, root=root: _round(verifier, params, root, sampled_drafts, gen))
+        assert {len(seq) for seq in law} <= set(range(1, NUM_DRAFT + 2))
+        assert_round_lossless(law, root, p, NUM_DRAFT + 1)
 
 
-def test_rejection_accepts_more_than_matching_sampled_drafts():
-    gen = torch.Generator().manual_seed(3)
+def test_rejection_accepts_more_than_matching_sampled_drafts(exact_law):
     mean = {}
     for rule in ("match", "rejection"):
-        lengths = [n for _ in range(600) for n in _decode_three(make_verifier(rule, T1), True, gen)[1]]
-        mean[rule] = sum(lengths) / len(lengths)
+        law = exact_law(lambda gen, rule=rule: _round(make_verifier(rule, T1), T1, 0, True, gen))
+        mean[rule] = sum(len(seq) * w for seq, w in law.items())
     assert mean["rejection"] > mean["match"] + 0.1

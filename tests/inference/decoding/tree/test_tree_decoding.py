@@ -4,7 +4,6 @@ import pytest
 import torch
 
 from inference.decoding import DecodeOptions, TreeOptions, build_decoder
-from inference.decoding.sampling import SamplingParams
 
 TREES = ("ddtree", "dominotree")
 
@@ -74,17 +73,15 @@ def test_trees_accept_more_than_chains_on_a_trained_drafter(qwen_target, trained
     ],
 )
 def test_sampled_tree_tokens_follow_the_target_distribution(
-    qwen_target, method, verify, trained_drafter, with_block_size, chi_square_pvalue, exact_joint, sample_counts
+    qwen_target, method, verify, sampled_check, trained_drafter, with_block_size
 ):
+    """The powered end-to-end check of tests/inference/decoding/test_sampling_lossless.py (its docstring gives
+    the power); the rules themselves are checked exactly in test_tree_verify.py."""
     trained, seqs = trained_drafter(qwen_target)
     drafter = with_block_size(trained, qwen_target, 3)
-    params = SamplingParams(temperature=1.0, top_k=2)
-    prompt = seqs[0, :9]
-    options = DecodeOptions(params, verify, stop_token_ids=[])
+    options = DecodeOptions(sampled_check.params, verify, stop_token_ids=[])
     decoder = build_decoder(method, qwen_target, drafter, options, TreeOptions(budget=4))
-    counts, lengths = sample_counts(decoder, prompt, 300)
-    assert chi_square_pvalue(counts, exact_joint(qwen_target, prompt, params)) > 1e-3
-    assert 1 in lengths and max(lengths) >= 2
+    sampled_check.check(decoder, qwen_target, seqs)
 
 
 def test_bad_tree_options(qwen_target, make_drafter):
