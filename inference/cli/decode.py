@@ -24,6 +24,7 @@ import torch
 from omegaconf import DictConfig, OmegaConf
 
 from domino_conf import CONF_DIR
+from inference.cli.config_keys import refuse_unknown_keys
 from inference.cli.errors import one_line_errors, refuse_slips
 from inference.decoding.api import build_decoder
 from inference.decoding.methods import DECODING_METHODS, check_drafter, check_options, method_spec
@@ -84,7 +85,9 @@ def _measured_settings(cfg: DictConfig) -> dict[str, Any]:
     """What the records of a run depend on: a resumed run must match it (threads, progress and warm-up not)."""
     keys = ("target", "drafter_path", "baseline_drafter_path", "methods", "verify", "cuda_graph", "tree", "bench")
     keys += ("bench_data", "max_turns", "max_new_tokens", "temperature", "top_k", "top_p", "seed", "max_context")
-    return {k: OmegaConf.to_container(cfg[k], resolve=True) if OmegaConf.is_config(cfg[k]) else cfg[k] for k in keys}
+    got = {k: OmegaConf.to_container(cfg[k], resolve=True) if OmegaConf.is_config(cfg[k]) else cfg[k] for k in keys}
+    got["bench_data"] = {k: v for k, v in got["bench_data"].items() if v}  # only the sets given a copy
+    return got
 
 
 def run(cfg: DictConfig, out_dir: Path) -> dict[str, Any]:
@@ -199,6 +202,7 @@ def _decode(cfg: DictConfig) -> None:
 def main() -> None:
     """The `domino-decode` console script."""
     refuse_slips("domino-decode", sys.argv[1:], SLIPS)
+    refuse_unknown_keys("domino-decode", CONF_DIR, "decode", sys.argv[1:])
     _decode()
 
 

@@ -83,3 +83,13 @@ def test_markdown_lists_every_dataset():
     table = markdown(summarize(records, check_lossless=True), "# t")
     assert "| method | mt-bench | humaneval | mean |" in table
     assert "| dflash | " in table and "| humaneval | ar |" in table
+
+
+def test_a_set_whose_prompts_were_all_skipped_is_not_called_lossless(tmp_path):
+    skipped = [
+        Record("humaneval", m, p, 0, None, None, None, skip_reason="too long") for m in ("ar", "domino") for p in "ab"
+    ]
+    results = summarize(_records() + skipped, check_lossless=True)
+    assert results["humaneval"]["domino"]["lossless"] is None and results["mt-bench"]["domino"]["lossless"] is True
+    table = markdown(results, "# t")
+    assert "| humaneval | domino | - | - | - | 0 | 0 | 2 | - (all 2 prompts skipped) |" in table
