@@ -40,6 +40,8 @@ from inference.targets.adapter import TargetModel
 from inference.targets.loader import load_target
 
 log = logging.getLogger("domino-decode")
+# (key, least value, null allowed): counts checked before anything loads
+COUNTS = (("max_new_tokens", 1, False), ("max_turns", 1, True), ("warmup_tokens", 0, False), ("num_threads", 1, True))
 
 
 def _git_commit() -> str | None:
@@ -90,11 +92,21 @@ def _measured_settings(cfg: DictConfig) -> dict[str, Any]:
     return got
 
 
+def _check_counts(cfg: DictConfig) -> None:
+    """Refuse a count the run would otherwise trip over only after the target has loaded."""
+    for key, least, nullable in COUNTS:
+        value = cfg[key]
+        if (value is None and nullable) or (isinstance(value, int) and not isinstance(value, bool) and value >= least):
+            continue
+        raise ValueError(f"{key} must be an integer >= {least}{' or null' if nullable else ''}, got {value!r}")
+
+
 def run(cfg: DictConfig, out_dir: Path) -> dict[str, Any]:
     """The whole evaluation; returns the report written to `out_dir/results.json`."""
     methods = list(cfg.methods)
     if not methods:
         raise ValueError(f"no methods given; choose from {', '.join(DECODING_METHODS)}")
+    _check_counts(cfg)
     sampling = SamplingParams(cfg.temperature, cfg.top_k, cfg.top_p)
     chain = DecodeOptions(
         sampling, cfg.verify, max_context=cfg.max_context, sync_stages=cfg.stage_timings, cuda_graph=cfg.cuda_graph

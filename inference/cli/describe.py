@@ -3,7 +3,8 @@
 Prints the target's shape, the drafter's configuration and its parameter counts (backbone, GRU,
 correction) built on the `meta` device, so it runs for Qwen3-8B on a laptop. With `--load` it also loads
 the target's weights, verifies a prompt and drafts one block with a randomly initialised drafter,
-exercising the whole feature / cache path end to end.
+exercising the whole feature / cache path end to end. The MASK id is the one training would pick: Qwen3's
+fixed id, else a reserved token of the target's tokenizer (read without the weights).
 """
 
 from __future__ import annotations
@@ -13,9 +14,11 @@ import time
 
 import torch
 
+from inference.cli.errors import one_line_errors
 from inference.drafter import DominoDrafter
 from inference.drafter.config import DrafterConfig
 from inference.targets.loader import load_target, load_target_config
+from inference.targets.mask_token import default_mask_token_id
 
 
 def parameter_table(drafter: DominoDrafter) -> list[tuple[str, int]]:
@@ -32,6 +35,16 @@ def parameter_table(drafter: DominoDrafter) -> list[tuple[str, int]]:
     return rows
 
 
+def mask_token_id(spec: str, hf_config: object) -> int:
+    """The MASK id a drafter for `spec` gets: Qwen3's fixed id, else one picked from the target's tokenizer
+    (loaded with the config on the meta device, no weights)."""
+    try:
+        return default_mask_token_id(hf_config)
+    except ValueError:
+        return load_target(spec, device="meta").mask_token_id
+
+
+@one_line_errors("domino-describe")
 def main(argv: list[str] | None = None) -> None:
     parser = argparse.ArgumentParser(prog="domino-describe", description=__doc__.splitlines()[0])
     parser.add_argument("target", help="built-in name (smollm2, tiny-qwen3, tiny-llama), local folder or hub id")
@@ -43,7 +56,7 @@ def main(argv: list[str] | None = None) -> None:
 
     target = load_target(args.target) if args.load else None
     hf_config = target.config if target else load_target_config(args.target)
-    mask = target.mask_token_id if target else None
+    mask = target.mask_token_id if target else mask_token_id(args.target, hf_config)
     config = DrafterConfig.from_target_config(
         hf_config, args.num_draft_layers, args.block_size, None if args.no_head else "domino", mask_token_id=mask
     )

@@ -1,4 +1,7 @@
+import pytest
+
 from inference.cli.describe import main
+from inference.targets.loader import load_target
 
 
 def test_describe_qwen3_8b_offline_on_meta(capsys):
@@ -12,3 +15,11 @@ def test_describe_loads_and_drafts_a_tiny_target(capsys):
     main(["tiny-llama", "--num-draft-layers", "2", "--block-size", "4", "--load"])
     out = capsys.readouterr().out
     assert "one draft block" in out and "3 untrained draft tokens" in out
+
+
+@pytest.mark.parametrize("spec", ["tiny-qwen3", "tiny-llama", pytest.param("smollm2", marks=pytest.mark.slow)])
+def test_every_builtin_describes_without_loading_weights(spec, capsys):
+    main([spec])
+    out = capsys.readouterr().out
+    mask = load_target(spec, device="meta").mask_token_id
+    assert f"target {spec}: " in out and f"mask id {mask}" in out and "head total" in out
