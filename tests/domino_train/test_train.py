@@ -117,6 +117,40 @@ def test_resume_continues_exactly(tiny_cfg, tmp_path):
         assert resumed.losses[step] == pytest.approx(full.losses[step], rel=1e-6, abs=1e-7), step
 
 
+class Validations(Callback):
+    def __init__(self):
+        self.rows = []
+
+    def on_validation_end(self, trainer, module):
+        self.rows.append((trainer.global_step, float(trainer.callback_metrics["val/ce_base"])))
+
+
+def test_resume_redoes_the_validation_due_at_its_checkpoint(tiny_cfg, tmp_path):
+    """Step 4 checkpoints before it validates; a kill after that validation must not leave a hole at step 4."""
+    common = [
+        "trainer.max_steps=8",
+        "trainer.val_check_interval=4",
+        "callbacks.model_checkpoint.every_n_train_steps=4",
+        "callbacks.export=null",
+    ]
+    full, killed, resumed = Validations(), Validations(), Validations()
+    _fit(tiny_cfg(*common, "paths.output_dir=" + str(tmp_path / "full")), full)
+    module, datamodule, trainer = build(tiny_cfg(*common, "paths.output_dir=" + str(tmp_path / "resumed")))
+    trainer.callbacks += [killed, Recorder(stop_after=6)]
+    with pytest.raises(RuntimeError, match="simulated kill"):
+        trainer.fit(module, datamodule=datamodule)
+    assert [s for s, _ in full.rows] == [4, 8] and [s for s, _ in killed.rows] == [4]
+    recorder = Recorder()
+    cfg = tiny_cfg(*common, "paths.output_dir=" + str(tmp_path / "resumed"), "ckpt_path=last")
+    module, datamodule, trainer = build(cfg)
+    trainer.callbacks += [resumed, recorder]
+    trainer.fit(module, datamodule=datamodule, ckpt_path=resolve_ckpt_path(cfg))
+    assert min(recorder.losses) == 5  # restarted after step 4's checkpoint
+    assert [s for s, _ in resumed.rows] == [4, 8]  # step 4's validation again, then step 8's
+    for (_, redone), (_, original) in zip(resumed.rows, full.rows, strict=True):
+        assert redone == pytest.approx(original, rel=1e-6)
+
+
 def _tokenized_set(tmp_path, name="tokenized", first=0, n=12, layer_ids=(1, 3), dtype=torch.float32):
     """A small tokenized set of rows q{i} / a{i} (i in first..first+n) and its fp32 feature cache."""
     import json
