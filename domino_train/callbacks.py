@@ -32,6 +32,7 @@ class RedoDueValidation(Callback):
         fetcher = trainer.fit_loop._data_fetcher
         if loop.restarted_on_train_batch_end and fetcher is not None and loop._should_check_val_fx(fetcher):
             loop.val_loop._restart_stage = RestartStage.RESTARTED_MID_EVALUATION
+            loop._batches_that_stepped -= 1  # the logging step: the end of that batch now counts it once more
 
 
 class ExportDrafter(Callback):
