@@ -1,4 +1,5 @@
-"""Training callbacks: the drafter export at the end of fit, and tokens/s on the progress bar."""
+"""Training callbacks: the drafter export at the end of fit, tokens/s on the progress bar, and the
+validation a resumed run owes."""
 
 from __future__ import annotations
 
@@ -10,9 +11,28 @@ from typing import Any
 import lightning as L
 import torch
 from lightning.pytorch.callbacks import Callback
+from lightning.pytorch.loops.evaluation_loop import RestartStage
 
 from domino_train.export import write_export
 from domino_train.model_card import run_metrics
+
+
+class RedoDueValidation(Callback):
+    """A run resumed from a step checkpoint redoes the validation due at that step.
+
+    A step checkpoint is written at the end of the training batch, before that step's validation runs, so a
+    run killed after it (during the validation, or before the next checkpoint) resumes past a validation
+    that no checkpoint saw. Lightning fast-forwards over it; this marks it unfinished instead (the state
+    Lightning gives a run killed mid-validation), so the resumed run validates that step first and the
+    curve has no hole.
+    """
+
+    def on_train_start(self, trainer: L.Trainer, pl_module: L.LightningModule) -> None:
+        loop = trainer.fit_loop.epoch_loop
+        fetcher = trainer.fit_loop._data_fetcher
+        if loop.restarted_on_train_batch_end and fetcher is not None and loop._should_check_val_fx(fetcher):
+            loop.val_loop._restart_stage = RestartStage.RESTARTED_MID_EVALUATION
+            loop._batches_that_stepped -= 1  # the logging step: the end of that batch now counts it once more
 
 
 class ExportDrafter(Callback):

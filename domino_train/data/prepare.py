@@ -1,11 +1,12 @@
 """Stage 1, prepare: sources -> normalised, de-duplicated, filtered conversations in JSONL shards.
 
-Rules, applied in this order to every record: parse (`malformed_json`, `truncated`), normalise
+Rules, applied in this order to every record: parse (`malformed_json`, `not_utf8`, `truncated`), normalise
 (`schema.normalize`: `not_an_object`, `no_messages`, `unknown_role`, ...), drop rows longer than
 `max_chars` characters in total (`too_long`), keep at most `max_user_turns` user turns (later turns are
 cut, not the row), drop exact duplicates of an earlier row (`duplicate`), leave out the first `skip`
 rows that pass all of these (`skipped`: another slice of the same source, e.g. a held-out one), keep at
-most `limit`. Every drop is counted by reason in `summary.json`; nothing is dropped silently. Output
+most `limit`. Every drop is counted by reason in `summary.json`; nothing is dropped silently, and the
+first `SHOWN_PER_REASON` unparsable rows of each reason are named by `file:line` (`where`). Output
 replaces the folder atomically.
 """
 
@@ -22,6 +23,8 @@ from tqdm.auto import tqdm
 from domino_train.data.schema import MalformedRow, content_hash, normalize
 from domino_train.data.shards import shard_path, write_json_atomic, write_jsonl_atomic
 from domino_train.data.sources import Source
+
+SHOWN_PER_REASON = 5  # unparsable rows named (file:line) per source and reason
 
 
 def cut_user_turns(row: dict[str, Any], max_user_turns: int) -> dict[str, Any]:
@@ -60,7 +63,7 @@ def prepare(
 
     try:
         for name, source in sources.items():
-            kept, passed, dropped = 0, 0, Counter()
+            kept, passed, dropped, where = 0, 0, Counter(), {}
             bar = tqdm(desc=f"prepare {name}", unit=" rows", total=source.limit)
             for i, raw in enumerate(source.records()):
                 if source.limit is not None and kept >= source.limit:
@@ -71,6 +74,8 @@ def prepare(
                     row = normalize(raw, f"{name}-{i}", source.prompt_fields, source.response_field)
                 except MalformedRow as e:
                     dropped[e.reason] += 1
+                    if e.where is not None and len(where.setdefault(e.reason, [])) < SHOWN_PER_REASON:
+                        where[e.reason].append(e.where)
                     continue
                 row["id"] = f"{name}/{row['id']}"
                 if sum(len(m["content"]) for m in row["conversations"]) > max_chars:
@@ -94,9 +99,13 @@ def prepare(
                     flush()
             bar.close()
             summary["sources"][name] = {"kept": kept, "dropped": dict(sorted(dropped.items()))}
+            if where:
+                summary["sources"][name]["where"] = dict(sorted(where.items()))
             summary["kept"] += kept
             summary["dropped"] += sum(dropped.values())
-            print(f"prepare {name}: kept {kept}, dropped {sum(dropped.values())} {dict(sorted(dropped.items()))}")
+            shown = "".join(f"; {reason} at {', '.join(at)}" for reason, at in sorted(where.items()))
+            counts = dict(sorted(dropped.items()))
+            print(f"prepare {name}: kept {kept}, dropped {sum(dropped.values())} {counts}{shown}")
         flush()
         write_json_atomic(tmp / "summary.json", summary)
         if out_dir.exists():

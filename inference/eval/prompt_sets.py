@@ -173,6 +173,11 @@ def load_benchmark(
             raise BenchmarkUnavailableError(
                 f"benchmark {name}: cannot read {DATA_KEY}.{name}={local[name]}: {e}"
             ) from e
+        if not rows:
+            raise BenchmarkUnavailableError(
+                f"benchmark {name}: {DATA_KEY}.{name}={local[name]} holds no prompts; point it at a file or "
+                "folder with one row per prompt"
+            )
     elif bench.bundled is not None:
         rows = bench.bundled()
     elif allow_hub:

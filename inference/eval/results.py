@@ -75,7 +75,7 @@ def method_summary(records: list[Record], reference: list[Record] | None, floor:
             s: 1e3 * stages[s] / rounds if rounds and split else None for s in ("draft", *parts, "verify", "commit")
         },
     }
-    if reference is not None:
+    if reference is not None and (done or any(not r.skipped for r in reference)):  # else nothing to compare
         expected = {(r.prompt_id, r.turn): r.tokens for r in reference if not r.skipped}
         counts = dict.fromkeys(DIVERGENCE_CLASSES, 0)
         gaps = []
@@ -169,9 +169,11 @@ def markdown(results: dict[str, dict[str, dict[str, Any]]], header: str) -> str:
 
 
 def _lossless_cell(s: dict[str, Any]) -> str:
-    """`yes (exact / numerical / algorithmic)`, `NO (...)`, or `-` when not checked."""
+    """`yes (exact / numerical / algorithmic)`, `NO (...)`, or `-` when not checked (and why, when every
+    prompt was skipped: nothing was compared)."""
     if s["lossless"] is None:
-        return "-"
+        skipped = s["skipped_prompts"] and not s["num_prompts"]
+        return f"- (all {s['skipped_prompts']} prompts skipped)" if skipped else "-"
     return f"{'yes' if s['lossless'] else 'NO'} ({counts_text(s['divergences'])})"
 
 

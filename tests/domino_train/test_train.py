@@ -125,6 +125,44 @@ def test_resume_continues_exactly(tiny_cfg, tmp_path):
         assert resumed.losses[step] == pytest.approx(full.losses[step], rel=1e-6, abs=1e-7), step
 
 
+class Validations(Callback):
+    def __init__(self):
+        self.rows = []
+
+    def on_validation_end(self, trainer, module):
+        self.rows.append((trainer.global_step, float(trainer.callback_metrics["val/ce_base"])))
+
+
+def test_resume_redoes_the_validation_due_at_its_checkpoint(tiny_cfg, tmp_path):
+    """Step 4 checkpoints before it validates; a kill after that validation must not leave a hole at step 4."""
+    common = [
+        "trainer.max_steps=8",
+        "trainer.val_check_interval=4",
+        "callbacks.model_checkpoint.every_n_train_steps=4",
+        "callbacks.export=null",
+    ]
+
+    def fit(run, *callbacks, resume=False):
+        cfg = tiny_cfg(*common, f"paths.output_dir={tmp_path / run}", *(["ckpt_path=last"] if resume else []))
+        module, datamodule, trainer = build(cfg)
+        trainer.callbacks += list(callbacks)
+        trainer.fit(module, datamodule=datamodule, ckpt_path=resolve_ckpt_path(cfg))
+        return trainer.fit_loop.epoch_loop._batches_that_stepped  # the step loggers write rows at
+
+    (full, whole), (killed, resumed, after) = (Validations(), Recorder()), (Validations(), Validations(), Recorder())
+    logged_steps = fit("full", full, whole)
+    with pytest.raises(RuntimeError, match="simulated kill"):
+        fit("resumed", killed, Recorder(stop_after=6))
+    assert [s for s, _ in full.rows] == [4, 8] and [s for s, _ in killed.rows] == [4]
+    assert fit("resumed", resumed, after, resume=True) == logged_steps
+    assert [s for s, _ in resumed.rows] == [4, 8]  # step 4's validation again, then step 8's
+    for (_, redone), (_, original) in zip(resumed.rows, full.rows, strict=True):
+        assert redone == pytest.approx(original, rel=1e-6)
+    assert min(after.losses) == 5  # training restarted after step 4's checkpoint, as it was
+    for step in range(5, 9):
+        assert after.losses[step] == pytest.approx(whole.losses[step], rel=1e-6, abs=1e-7), step
+
+
 def _tokenized_set(tmp_path, name="tokenized", first=0, n=12, layer_ids=(1, 3), dtype=torch.float32):
     """A small tokenized set of rows q{i} / a{i} (i in first..first+n) and its fp32 feature cache."""
     import json

@@ -56,3 +56,18 @@ def test_bundled_sharegpt_is_read_to_its_truncated_end(tmp_path):
     summary = prepare({"sharegpt": ShareGPTPackage(name="sharegpt")}, tmp_path / "sg", shard_size=100_000)
     s = summary["sources"]["sharegpt"]
     assert s["kept"] > 16_000 and s["dropped"]["truncated"] == 1 and "malformed_json" not in s["dropped"]
+
+
+def test_bytes_that_are_not_utf8_drop_their_rows_counted_and_named(tmp_path):
+    def row(i, answer):
+        question = b'{"conversations": [{"from": "human", "value": "question %d"}, ' % i
+        return question + b'{"from": "gpt", "value": "' + answer + b'"}]}'
+
+    jsonl, array = tmp_path / "a.jsonl", tmp_path / "b.json"
+    jsonl.write_bytes(b"\n".join(row(i, b"caf\xe9" if i == 3 else b"fine") for i in range(6)) + b"\n")
+    array.write_bytes(b"[\n" + b",\n".join(row(i, b"\xff" if i == 11 else b"ok") for i in range(10, 13)) + b"\n]")
+    sources = {"a": LocalFiles(name="a", paths=[str(jsonl)]), "b": LocalFiles(name="b", paths=[str(array)])}
+    summary = prepare(sources, tmp_path / "out")
+    assert summary["sources"]["a"] == {"kept": 5, "dropped": {"not_utf8": 1}, "where": {"not_utf8": [f"{jsonl}:4"]}}
+    assert summary["sources"]["b"] == {"kept": 2, "dropped": {"not_utf8": 1}, "where": {"not_utf8": [f"{array}:3"]}}
+    assert len(list(read_shards(tmp_path / "out"))) == 7

@@ -57,3 +57,26 @@ def test_missing_or_unsupported_files_name_the_path(tmp_path):
 def test_bundled_sharegpt_first_records():
     first = next(iter(ShareGPTPackage(name="sharegpt").records()))
     assert first["id"] == "QWJhYvA_0" and first["conversations"][0]["from"] == "human"
+
+
+def test_a_byte_that_is_not_utf8_drops_its_record_only_and_names_file_and_line(tmp_path):
+    jsonl = tmp_path / "a.jsonl"
+    jsonl.write_bytes(b'{"id": 1}\n{"id": 2, "text": "caf\xe9"}\nnot json\n{"id": 3}\n')
+    items = list(iter_file(jsonl))
+    assert items[0] == {"id": 1} and items[3] == {"id": 3}
+    assert [(i.reason, i.where) for i in items[1:3]] == [("not_utf8", f"{jsonl}:2"), ("malformed_json", f"{jsonl}:3")]
+    array = tmp_path / "b.json"
+    array.write_bytes(b'[\n  {"id": 1},\n  {"id": 2, "text": "caf\xe9"},\n  {"id": "\xc3\xa9"}\n]')
+    items = list(iter_file(array))
+    assert items[0] == {"id": 1} and items[2] == {"id": "\u00e9"}  # valid UTF-8 is kept as it was
+    assert (items[1].reason, items[1].where) == ("not_utf8", f"{array}:3")
+
+
+def test_line_numbers_survive_buffer_refills(monkeypatch):
+    import domino_train.data.sources as sources
+
+    monkeypatch.setattr(sources, "_CHUNK", 7)
+    records = [json.dumps({"id": i, "text": "x" * 20}) for i in range(5)]
+    items = list(iter_json_array(io.StringIO("[\n" + ",\n".join([*records, "{bad"]) + "\n]"), name="f"))
+    assert [r["id"] for r in items[:5]] == list(range(5))
+    assert (items[5].reason, items[5].where) == ("malformed_json", "f:7")

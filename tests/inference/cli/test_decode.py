@@ -10,6 +10,7 @@ from hydra import compose, initialize_config_dir
 from domino_conf import CONF_DIR
 from inference import DrafterCheckpointError, tiny_target
 from inference.cli import decode
+from inference.eval.prompt_sets import BENCHMARKS
 from inference.eval.records import RecordLog
 
 CONF = CONF_DIR
@@ -126,6 +127,9 @@ def test_a_public_config_without_a_mask_id_takes_the_targets(drafter_path, tmp_p
         (["tree.verify=rejection", "methods=[ar,ddtree]"], "match, residual"),
         (["tree.budget=0", "methods=[ar]"], "tree budget must be >= 1"),
         (["cuda_graph=always", "methods=[ar]"], "cuda_graph must be one of"),
+        (["max_new_tokens=-1", "methods=[ar]"], "max_new_tokens must be an integer >= 1, got -1"),
+        (["max_turns=0", "methods=[ar]"], "max_turns must be an integer >= 1 or null"),
+        (["warmup_tokens=-2", "methods=[ar]"], "warmup_tokens must be an integer >= 0"),
     ],
 )
 def test_bad_input_is_refused_with_the_valid_choices(overrides, message, tmp_path, monkeypatch):
@@ -163,6 +167,31 @@ def test_baselines_draft_with_the_baseline_drafter(drafter_path, qwen_target, ma
     assert given["domino"].head is not None
     assert all(report["results"]["humaneval"][m]["lossless"] for m in ("dflash", "domino", "ddtree"))
     assert report["baseline_drafter"] == str(dflash)
+
+
+@pytest.mark.parametrize("name", sorted(BENCHMARKS))
+def test_every_set_takes_a_local_copy_by_the_documented_key(name, tmp_path):
+    path = str(tmp_path / f"{name}.jsonl")
+    assert _cfg(f"bench_data.{name}={path}").bench_data[name] == path
+    assert _cfg(f"bench_data={{{name}: {path}}}").bench_data[name] == path
+
+
+def test_a_local_copy_of_an_unbundled_set_is_decoded(tmp_path):
+    path = tmp_path / "gsm8k.jsonl"
+    path.write_text(json.dumps({"question": "What is 2+2?"}) + "\n")
+    cfg = _cfg(f"bench_data.gsm8k={path}", "bench=[gsm8k]", "bench_hub=false", "methods=[ar]")
+    report = decode.run(cfg, tmp_path / "run")
+    assert report["results"]["gsm8k"]["ar"]["num_prompts"] == 1
+
+
+@pytest.mark.parametrize("key", ["bench_data.gsm8kk=/x", "+bench_data.gsm8kk=/x", "bench_data={gsm8kk: /x}"])
+def test_a_misspelt_set_name_is_refused_naming_the_known_ones(key, monkeypatch):
+    monkeypatch.setattr(sys, "argv", ["domino-decode", key])
+    with pytest.raises(SystemExit) as stop:
+        decode.main()
+    message = str(stop.value.code)
+    assert message.startswith("domino-decode: error: unknown config key 'bench_data.gsm8kk'") and "\n" not in message
+    assert "did you mean 'bench_data.gsm8k'?" in message and "bench_data has: gsm8k, math500, aime24" in message
 
 
 def test_drafter_is_answered_with_the_right_key(monkeypatch):

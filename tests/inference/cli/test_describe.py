@@ -1,8 +1,11 @@
 import json
 from pathlib import Path
 
+import pytest
+
 from inference.cli.describe import main
 from inference.drafter.serving import serving_section
+from inference.targets.loader import load_target
 
 PRETRAINED = Path(__file__).resolve().parents[3] / "pretrained"
 
@@ -26,3 +29,11 @@ def test_describe_a_drafter_folder_prints_its_serving_section(capsys):
     out = capsys.readouterr().out
     assert "2 layers, block 4, head domino, draft vocabulary 8192" in out and "head.prefix_gru" in out
     assert "\n".join(serving_section(json.loads((folder / "config.json").read_text()))) in out
+
+
+@pytest.mark.parametrize("spec", ["tiny-qwen3", "tiny-llama", pytest.param("smollm2", marks=pytest.mark.slow)])
+def test_every_builtin_describes_without_loading_weights(spec, capsys):
+    main([spec])
+    out = capsys.readouterr().out
+    mask = load_target(spec, device="meta").mask_token_id
+    assert f"target {spec}: " in out and f"mask id {mask}" in out and "head total" in out

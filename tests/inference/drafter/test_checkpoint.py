@@ -156,6 +156,18 @@ def test_mismatch_with_the_target_is_named(saved, qwen_target):
     _reject(saved, "hidden size 64 != target's 4096", target_config=load_target_config("Qwen/Qwen3-8B"))
 
 
+def test_a_drafter_for_another_target_leads_with_the_cause_and_the_fix(saved, qwen_target):
+    other = copy.deepcopy(qwen_target.config)
+    other.hidden_size, other.num_hidden_layers = 96, 3
+    with pytest.raises(DrafterCheckpointError) as e:
+        DominoDrafter.from_pretrained(saved, target_config=other)
+    assert str(e.value).startswith(
+        f"{saved}: this drafter was trained for a target with hidden size 64 / 6 layers / vocab 512, not for this "
+        "one (hidden size 96 / 3 layers / vocab 512): pass that target, or retrain the drafter for this one. "
+        "Details: does not match the target: hidden size 64 != target's 96; "
+    )
+
+
 def test_corrupt_and_truncated_files(saved):
     weights = saved / "model.safetensors"
     data = weights.read_bytes()

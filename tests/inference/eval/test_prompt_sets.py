@@ -56,3 +56,11 @@ def test_unavailable_sets_name_the_config_key(tmp_path):
         load_benchmark("gsm8k", allow_hub=False)
     with pytest.raises(BenchmarkUnavailableError, match="bench_data.aime24"):
         load_benchmark("aime24", {"aime24": str(tmp_path / "missing.jsonl")})
+
+
+@pytest.mark.parametrize("content", ["", "\n\n", "[]"], ids=["empty", "blank-lines", "empty-array"])
+def test_a_local_copy_without_prompts_is_refused_naming_the_file(tmp_path, content):
+    path = tmp_path / ("gsm8k.json" if content == "[]" else "gsm8k.jsonl")
+    path.write_text(content)
+    with pytest.raises(BenchmarkUnavailableError, match=f"bench_data.gsm8k={path} holds no prompts"):
+        load_benchmark("gsm8k", {"gsm8k": str(path)}, allow_hub=False)

@@ -97,3 +97,13 @@ def test_logged_rounds_give_predicted_against_realised_and_the_draft_sizes():
     assert summarize(records, check_lossless=True)["mt-bench"]["domino"]["predicted_tokens_per_round"] is None
     table = markdown(summarize([*records, tree], check_lossless=True), "# t")
     assert "| mt-bench | ddtree | 2.00 | 2.00 | 9: 1, 16: 1 |" in table
+
+
+def test_a_set_whose_prompts_were_all_skipped_is_not_called_lossless(tmp_path):
+    skipped = [
+        Record("humaneval", m, p, 0, None, None, None, skip_reason="too long") for m in ("ar", "domino") for p in "ab"
+    ]
+    results = summarize(_records() + skipped, check_lossless=True)
+    assert results["humaneval"]["domino"]["lossless"] is None and results["mt-bench"]["domino"]["lossless"] is True
+    table = markdown(results, "# t")
+    assert "| humaneval | domino | - | - | - | 0 | 0 | 2 | - (all 2 prompts skipped) |" in table
