@@ -125,7 +125,7 @@ def test_a_public_config_without_a_mask_id_takes_the_targets(drafter_path, tmp_p
         (["methods=[ar,domino]"], "drafter_path"),
         (["verify=typical", "methods=[ar]"], "match, rejection"),
         (["tree.verify=rejection", "methods=[ar,ddtree]"], "match, residual"),
-        (["tree.budget=0", "methods=[ar]"], "tree budget must be >= 1"),
+        (["tree.budget=0", "methods=[ar]"], "tree budget must be auto or >= 1"),
         (["cuda_graph=always", "methods=[ar]"], "cuda_graph must be one of"),
         (["max_new_tokens=-1", "methods=[ar]"], "max_new_tokens must be an integer >= 1, got -1"),
         (["max_turns=0", "methods=[ar]"], "max_turns must be an integer >= 1 or null"),
