@@ -36,7 +36,7 @@ from domino_train.module import DominoLitModule
 from domino_train.objectives import sample_anchors
 from domino_train.train import drafter_config
 from inference.drafter.block_mask import anchor_block_mask
-from inference.precision import resolve_training_precision
+from inference.precision import resolve_training_precision, training_target_dtype
 
 
 def median_seconds(fn: Callable[[], None], repeats: int, autocast: bool = False) -> float:
@@ -68,8 +68,7 @@ def main() -> None:
         cfg = compose("train", overrides=args.overrides)
     precision = resolve_training_precision(cfg.trainer.precision, cfg.trainer.accelerator)
     autocast = precision == "bf16-mixed"
-    dtype = cfg.target.dtype if cfg.target.dtype not in (None, "auto") else ("bfloat16" if autocast else "float32")
-    target = instantiate(cfg.target, dtype=dtype)
+    target = instantiate(cfg.target, dtype=training_target_dtype(cfg.target.dtype, precision))
     config = drafter_config(cfg, target)
     train = OmegaConf.to_container(cfg.train, resolve=True)
     module = DominoLitModule(drafter_config=config.to_hf_dict(), target=lambda **_: target, **train)

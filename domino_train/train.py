@@ -17,7 +17,7 @@ from domino_train.resume import record_identity, resolve_ckpt_path
 from domino_train.run_status import write_status
 from domino_train.slurm import cluster_plugins
 from inference.drafter.config import DrafterConfig
-from inference.precision import AUTO, resolve_training_precision
+from inference.precision import resolve_training_precision, training_target_dtype
 from inference.targets.adapter import TargetModel
 
 log = logging.getLogger(__name__)
@@ -38,9 +38,7 @@ def build(cfg: DictConfig) -> tuple[DominoLitModule, L.LightningDataModule, L.Tr
     """Everything `train` fits, built from the config (the target's weights are loaded later, in setup)."""
     L.seed_everything(cfg.seed, workers=True)
     precision = resolve_training_precision(cfg.trainer.precision, cfg.trainer.accelerator)
-    dtype = cfg.target.get("dtype")
-    if dtype in (None, AUTO):  # the frozen target computes in the training's precision
-        dtype = "bfloat16" if str(precision).startswith("bf16") else "float32"
+    dtype = training_target_dtype(cfg.target.get("dtype"), precision)
     target_factory = instantiate(cfg.target, _partial_=True, dtype=dtype)
     config = drafter_config(cfg, target_factory(device="meta"))
     datamodule = instantiate(cfg.data)

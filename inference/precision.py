@@ -78,6 +78,14 @@ def resolve_training_precision(precision: str | int, accelerator: str, flags: It
     return "bf16-mixed" if computes_bf16(device, flags) else "32-true"
 
 
+def training_target_dtype(dtype: torch.dtype | str | None, precision: str | int) -> torch.dtype | str:
+    """The frozen target's dtype in a training: an explicit one wins; `auto` follows the training's
+    resolved precision (bf16 under `bf16-*`, else fp32), so the drafter's matmuls meet the target's dtype."""
+    if dtype is None or dtype == AUTO:
+        return torch.bfloat16 if str(precision).startswith("bf16") else torch.float32
+    return dtype
+
+
 def dtype_name(dtype: torch.dtype) -> str:
     """`torch.bfloat16` -> `bfloat16` (how configs, results and model cards name it)."""
     return str(dtype).removeprefix("torch.")

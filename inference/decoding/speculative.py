@@ -54,6 +54,8 @@ class Verdict:
 class SpeculativeDecoder(Decoder):
     """Prefill, rounds and commits for a drafter bound to the target; subclasses draft and verify."""
 
+    cost_aware = False  # set by decoders that choose their draft size from the cost model
+
     def __init__(self, target: TargetModel, drafter: DominoDrafter, options: DecodeOptions | None = None) -> None:
         super().__init__(target, options)
         param = next(drafter.parameters())
@@ -65,7 +67,7 @@ class SpeculativeDecoder(Decoder):
         self.drafter = drafter.eval()
         self.layer_ids = list(drafter.config.target_layer_ids)
         self.acceptance = AcceptanceModel()  # path score -> acceptance, from the rounds verified so far
-        self.verify_curve: VerifyCurve | None = None  # measured on first need; domino-decode hands its own
+        self.verify_curve: VerifyCurve | None = None  # `measure_costs`, before a cost-aware decoder's first round
 
     def verify_cost(self, n: int) -> float:
         """Seconds of a verify forward over n tokens (`cost_model`): a cost-aware decoder measures the
@@ -83,8 +85,6 @@ class SpeculativeDecoder(Decoder):
     def max_window(self) -> int:
         """The widest window this decoder can verify (the cost curve is measured up to it)."""
         return self.drafter.config.block_size
-
-    cost_aware = False  # set by decoders that choose their draft size from the cost model
 
     @abstractmethod
     def draft(self, state: DecodeState) -> Any:

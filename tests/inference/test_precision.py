@@ -3,7 +3,13 @@
 import pytest
 import torch
 
-from inference.precision import computes_bf16, cpu_flags, resolve_dtype, resolve_training_precision
+from inference.precision import (
+    computes_bf16,
+    cpu_flags,
+    resolve_dtype,
+    resolve_training_precision,
+    training_target_dtype,
+)
 
 EPYC = {"avx2", "avx512f", "avx512bw", "avx512_bf16"}  # the flags that matter on this project's CPU
 SAPPHIRE_RAPIDS = {"avx512f", "amx_bf16", "amx_tile"}
@@ -40,6 +46,14 @@ def test_an_unknown_dtype_is_refused_naming_the_choices():
         resolve_dtype("bf16", "cpu")
 
 
-def test_this_machines_flags_are_read_once_and_agree_with_the_rule():
-    assert cpu_flags() is cpu_flags()
-    assert computes_bf16("cpu") == ("avx512_bf16" in cpu_flags() or "amx_bf16" in cpu_flags() or "bf16" in cpu_flags())
+def test_this_machines_flags_are_read_once(monkeypatch):
+    first = cpu_flags()
+    assert cpu_flags() is first and first  # cached; a Linux CPU lists its flags
+    monkeypatch.setattr("inference.precision.cpu_flags", lambda: frozenset({"avx512_bf16"}))
+    assert resolve_dtype("auto", "cpu") == torch.bfloat16  # the default reads this machine's flags
+
+
+def test_an_auto_target_trains_in_the_training_precision():
+    assert training_target_dtype("auto", "bf16-mixed") == torch.bfloat16
+    assert training_target_dtype(None, "32-true") == torch.float32
+    assert training_target_dtype("float32", "bf16-mixed") == "float32"  # explicit wins

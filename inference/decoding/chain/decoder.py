@@ -57,25 +57,27 @@ def draft_chain(
     num_tokens: int,
     use_head: bool,
     pick: TokenPicker = greedy_picker,
+    scored: bool = False,
 ) -> ChainDraft:
     """Draft `num_tokens` (<= `config.num_draft_tokens`) tokens after `root` [1]; `use_head=False` = DFlash.
 
-    The draft carries each prefix's log-probability under the drafter (`ChainDraft.scores`), what the
-    cost-aware window is chosen on."""
+    `scored`: the draft also carries each prefix's log-probability under the drafter (`ChainDraft.scores`,
+    read to the host once), what a chain window is chosen on."""
     hidden = drafter.draft_block(cache, root)
     h = drafter.draft_hidden_slice(hidden)[0, :num_tokens]  # [n, H]
     base = drafter.lm_head(h)  # [n, V], or [n, N] over the draft vocabulary
     head = drafter.head
     if not use_head or head is None:
         tokens, probs = pick(base)
-        scores = _logprob(base, tokens).cumsum(0)
+        scores = _logprob(base, tokens).cumsum(0).tolist() if scored else None
         full = None if probs is None else drafter.full_vocab_probs(probs)
         return ChainDraft(drafter.to_target_ids(tokens), full, scores)
     prefix = min(drafter.config.pure_draft_prefix_len, num_tokens)
     tokens, probs, logprobs = [], [], []
     if prefix:
         t, q = pick(base[:prefix])
-        logprobs.append(_logprob(base[:prefix], t))
+        if scored:
+            logprobs.append(_logprob(base[:prefix], t))
         tokens.append(drafter.to_target_ids(t))
         probs.append(q)
     # GRU steps from the input projection and the raw cell (not the nn.GRU module): same math, less overhead.
@@ -85,14 +87,16 @@ def draft_chain(
     for j in range(prefix, num_tokens):
         logits = base[j : j + 1] + head.correction(h[j : j + 1], state)
         t, q = pick(logits)
-        logprobs.append(_logprob(logits, t))
+        if scored:
+            logprobs.append(_logprob(logits, t))
         t = drafter.to_target_ids(t)
         tokens.append(t)
         probs.append(q)
         if j + 1 < num_tokens:
             state = head.step_projected(head.input_projection(drafter.embed(t).to(h.dtype)), state)
     full = None if probs[0] is None else drafter.full_vocab_probs(torch.cat(probs))
-    return ChainDraft(torch.cat(tokens), full, torch.cat(logprobs).cumsum(0))
+    scores = torch.cat(logprobs).cumsum(0).tolist() if scored else None
+    return ChainDraft(torch.cat(tokens), full, scores)
 
 
 class ChainDecoder(SpeculativeDecoder):
@@ -129,10 +133,11 @@ class ChainDecoder(SpeculativeDecoder):
             return ChainDraft(self.rollout(hidden, self.drafter.lm_head(hidden), state.root)[:n])
         pick = sampling_picker(self.sampling, state.generator) if self.verifier.sampled_drafts else greedy_picker
         t0 = self.clock.now()
-        draft = draft_chain(self.drafter, state.draft_cache, state.root, n, self.use_head, pick)
-        if self.window is None:
+        scored = self.window is not None
+        draft = draft_chain(self.drafter, state.draft_cache, state.root, n, self.use_head, pick, scored)
+        if not scored:
             return draft
-        gains = self.acceptance.predict(draft.scores.tolist())
+        gains = self.acceptance.predict(draft.scores)
         self.fixed_s.add(self.clock.now() - t0)
         if self.window == AUTO:
             fixed = self.fixed_s.value()
@@ -147,7 +152,7 @@ class ChainDecoder(SpeculativeDecoder):
         block = torch.cat([state.root, draft.tokens]).unsqueeze(0)
         out = self.target(block, cache=state.target_cache, layer_ids=self.layer_ids)
         tokens = self.verifier(draft, out.logits[0], state.generator)
-        if self.window is not None and draft.scores is not None:
+        if draft.scores is not None:
             accepted = len(tokens) - 1
-            self.acceptance.update(draft.scores.tolist(), [j < accepted for j in range(len(draft.tokens))])
+            self.acceptance.update(draft.scores, [j < accepted for j in range(len(draft.scores))])
         return Verdict(tokens=tokens, features=out.features)

@@ -33,7 +33,7 @@ class ChainDraft:
 
     tokens: torch.Tensor  # [D] long
     probs: torch.Tensor | None = None  # [D, V]: the distribution each token was drawn from
-    scores: torch.Tensor | None = None  # [D]: the drafter's log-probability of the draft up to each token
+    scores: list[float] | None = None  # the drafter's log-probability of the draft up to each token (windows)
 
     def prefix(self, n: int) -> ChainDraft:
         """The first n draft tokens (a shorter verify window)."""

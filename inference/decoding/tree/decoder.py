@@ -48,8 +48,8 @@ class TreeDecoder(SpeculativeDecoder):
         check_drafter(method, drafter)
         super().__init__(target, drafter, options)
         self.name, self.walk = method, TREE_WALKS[options.verify]
-        self.auto = tree.budget == AUTO
-        self.node_budget = tree.max_budget if self.auto else tree.budget  # the tree a round builds
+        self.cost_aware = tree.budget == AUTO
+        self.node_budget = tree.max_budget if self.cost_aware else tree.budget  # the tree a round builds
         self.expander = None
         if spec.needs_head:
             graphs = use_cuda_graphs(options.cuda_graph, target.device)
@@ -57,7 +57,6 @@ class TreeDecoder(SpeculativeDecoder):
                 drafter, tree.top_m, tree.node_topk, self.node_budget, graphs, width=tree.expand_width
             )
         self.fixed_s, self.step_s = RunningMean(), RunningMean()  # a round's fixed draft cost; one head step
-        self.cost_aware = self.auto
 
     def max_window(self) -> int:
         return self.node_budget + 1
@@ -98,7 +97,7 @@ class TreeDecoder(SpeculativeDecoder):
                 self.step_s.add(t3 - t2, self.expander.steps - steps)
         self.fixed_s.add(t2 - t0)
         gains = self.acceptance.predict(tree.scores)
-        if self.auto:
+        if self.cost_aware:
             tree = tree.prefix(best_prefix(gains, self._round_cost(tree, depth)))
         stats = state.stats
         stats.draft_sizes.append(len(tree))
