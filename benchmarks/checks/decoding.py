@@ -18,9 +18,10 @@ from gpu_check import ROOT
 from tree_build import drafter_for
 
 from checks.context import CheckFailed, Context, StageSkipped, table
-from inference import DominoDrafter, load_target
+from inference import DominoDrafter, TargetModel, load_target
 from inference.decoding import DecodeOptions, TreeOptions, build_decoder
 from inference.decoding.api import prompt_ids
+from inference.decoding.generation import Decoder, Generation
 from inference.eval.divergence import ALGORITHMIC, DIVERGENCE_CLASSES, classify, measure_divergence, measure_noise
 
 DRAFTERS = {
@@ -36,8 +37,10 @@ PROMPTS = [
 ]
 
 
-@torch.inference_mode()
-def run(ctx: Context) -> tuple[dict, list]:
+def reference_setup(ctx: Context) -> tuple:
+    """The target, the drafters by kind ("domino", "dflash"), the prompts' token ids and the tokens per
+    generation: SmolLM2 with the shipped drafters on a GPU run, the tiny target with random drafters in the
+    dry run. Skips the stage when the checkout has no pretrained drafters."""
     if ctx.dry_run:
         target = load_target("tiny-qwen3", dtype=ctx.dtype, device="cpu")
         drafters = {  # random drafters of the tiny target's shape, drafting from its embedding and lm_head
@@ -46,40 +49,63 @@ def run(ctx: Context) -> tuple[dict, list]:
             )
             for kind, head in (("domino", "domino"), ("dflash", None))
         }
-        prompts, new_tokens = [[1, 2, 3, 4, 5, 6, 7, 8], [40, 41, 42, 43]], 12
-    else:
-        missing = [str(p.relative_to(ROOT)) for p in DRAFTERS.values() if not (p / "config.json").is_file()]
-        if missing:
-            raise StageSkipped(f"no pretrained drafters ({', '.join(missing)} missing in the checkout)")
-        target = load_target("smollm2", device=ctx.device)
-        drafters = {k: DominoDrafter.from_pretrained(p, target=target).eval() for k, p in DRAFTERS.items()}
-        prompts, new_tokens = [prompt_ids(target, p) for p in PROMPTS], 128
+        return target, drafters, [[1, 2, 3, 4, 5, 6, 7, 8], [40, 41, 42, 43]], 12
+    missing = [str(p.relative_to(ROOT)) for p in DRAFTERS.values() if not (p / "config.json").is_file()]
+    if missing:
+        raise StageSkipped(f"no pretrained drafters ({', '.join(missing)} missing in the checkout)")
+    target = load_target("smollm2", device=ctx.device)
+    drafters = {k: DominoDrafter.from_pretrained(p, target=target).eval() for k, p in DRAFTERS.items()}
+    return target, drafters, [prompt_ids(target, p) for p in PROMPTS], 128
+
+
+def timed_runs(decoder: Decoder, prompts: list[list[int]], new_tokens: int) -> list[Generation]:
+    """One warm-up generation (graph capture, kernel choice, allocator), then every prompt."""
+    decoder.generate(prompts[0], 8)
+    return [decoder.generate(p, new_tokens) for p in prompts]
+
+
+def summarise(runs: list[Generation]) -> dict:
+    """The figures summed over a method's generations: decode seconds, output tokens, rounds, mean tau."""
+    taus = [r.stats.tau for r in runs if r.stats.tau is not None]
+    return {
+        "decode_s": sum(r.stats.decode_s for r in runs),
+        "output_tokens": sum(len(r.tokens) for r in runs),
+        "rounds": sum(r.stats.rounds for r in runs),
+        "tau": sum(taus) / len(taus) if taus else None,
+    }
+
+
+def divergence_counts(target: TargetModel, prompts: list, expected: list, got: list, floor: float) -> tuple[dict, dict]:
+    """Counts of exact / numerical / algorithmic outputs against `expected` (ar's), and where each
+    algorithmic divergence is (prompt index -> the measured divergence)."""
+    counts, bugs = dict.fromkeys(DIVERGENCE_CLASSES, 0), {}
+    for i, (prompt, want, have) in enumerate(zip(prompts, expected, got, strict=True)):
+        found = measure_divergence(target, prompt, want, have)
+        kind = classify(found.to_dict() if found else None, found is None, floor)
+        counts[kind] += 1
+        if kind == ALGORITHMIC:
+            bugs[i] = found.to_dict()
+    return counts, bugs
+
+
+@torch.inference_mode()
+def run(ctx: Context) -> tuple[dict, list]:
+    target, drafters, prompts, new_tokens = reference_setup(ctx)
     outputs: dict[str, list[list[int]]] = {}
     stats: dict[str, dict] = {}
     for method, drafter_key in METHODS.items():
         drafter = drafters[drafter_key] if drafter_key else None
         decoder = build_decoder(method, target, drafter, DecodeOptions(), TreeOptions())
-        decoder.generate(prompts[0], 8)  # warm-up: graph capture, kernel choice, allocator
-        runs = [decoder.generate(p, new_tokens) for p in prompts]
-        outputs[method] = [r.tokens for r in runs]
-        taus = [r.stats.tau for r in runs if r.stats.tau is not None]
-        stats[method] = {
-            "decode_s": sum(r.stats.decode_s for r in runs),
-            "output_tokens": sum(len(r.tokens) for r in runs),
-            "tau": sum(taus) / len(taus) if taus else None,
-        }
+        runs = timed_runs(decoder, prompts, new_tokens)
+        outputs[method], stats[method] = [r.tokens for r in runs], summarise(runs)
     ar_s = stats["ar"]["decode_s"]
     window = TreeOptions().budget + 1  # the widest verify window of the run: a tree's
     floor = max(measure_noise(target, p, out, window) or 0.0 for p, out in zip(prompts, outputs["ar"], strict=True))
     diffs = {}
     for method in METHODS:
-        counts = dict.fromkeys(DIVERGENCE_CLASSES, 0)
-        for i, (prompt, expected, got) in enumerate(zip(prompts, outputs["ar"], outputs[method], strict=True)):
-            found = measure_divergence(target, prompt, expected, got)
-            kind = classify(found.to_dict() if found else None, found is None, floor)
-            counts[kind] += 1
-            if kind == ALGORITHMIC:
-                diffs.setdefault(method, {})[i] = found.to_dict()
+        counts, bugs = divergence_counts(target, prompts, outputs["ar"], outputs[method], floor)
+        if bugs:
+            diffs[method] = bugs
         stats[method].update(divergences=counts, noise_floor=floor, lossless=counts[ALGORITHMIC] == 0)
         stats[method]["speedup_vs_ar"] = ar_s / stats[method]["decode_s"] if stats[method]["decode_s"] else None
     rows = [

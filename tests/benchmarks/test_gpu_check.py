@@ -110,4 +110,9 @@ def test_dry_run_passes_every_stage_on_the_cpu(tmp_path):
     assert summary["dry_run"] and summary["ok"]
     assert stages["decoding"]["results"]["methods"]["dominotree"]["lossless"]
     assert stages["bit_identity"]["results"]["mismatched_rounds"] == {}
+    swept = stages["budgets"]["results"]["methods"]
+    assert {m: [r["budget"] for r in rows] for m, rows in swept.items()} == {
+        m: [2, 4, "auto"] for m in ("ddtree", "dominotree")
+    }
+    assert all(r["divergences"]["algorithmic"] == 0 and r["mean_tree"] <= 4 for rows in swept.values() for r in rows)
     assert (tmp_path / "summary.md").read_text().startswith("# GPU check: all stages passed")

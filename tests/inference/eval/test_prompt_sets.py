@@ -44,6 +44,25 @@ def test_local_copies_get_the_papers_formats(tmp_path):
     assert prompts[0].turns == ("Translate.\n\nHallo",)
 
 
+def test_sharegpt_conversations_give_their_user_turns_from_every_shard(tmp_path):
+    """A `domino-data` prepared folder (chat format, shards plus summary.json) and ShareGPT's own format."""
+    folder = tmp_path / "prepared"
+    folder.mkdir()
+    chat = [{"role": "system", "content": "Be brief."}, {"role": "user", "content": "Hi?"}]  # raw U+2028 below
+    chat += [{"role": "assistant", "content": "Hello."}, {"role": "user", "content": "Bye?"}]
+    chat[2]["content"] = "Hello.\u2028Welcome."  # JSON may hold it unescaped; it is no line break of JSONL
+    row = json.dumps({"id": "a", "conversations": chat}, ensure_ascii=False)
+    (folder / "shard-00000.jsonl").write_text(row + "\n", encoding="utf-8")
+    native = [{"from": "human", "value": "Why?"}, {"from": "gpt", "value": "Because."}]
+    (folder / "shard-00001.jsonl").write_text(json.dumps({"id": "b", "conversations": native}) + "\n")
+    (folder / "summary.json").write_text(json.dumps({"rows": 2}))
+    _, prompts = load_benchmark("sharegpt", {"sharegpt": str(folder)}, allow_hub=False)
+    assert [(p.id, p.turns) for p in prompts] == [("a", ("Hi?", "Bye?")), ("b", ("Why?",))]
+    (folder / "shard-00002.jsonl").write_text(json.dumps({"id": "c", "conversations": native[1:]}) + "\n")
+    with pytest.raises(ValueError, match="sharegpt row 2: its conversation has no user turn"):
+        load_benchmark("sharegpt", {"sharegpt": str(folder)}, allow_hub=False)
+
+
 def test_a_datasets_folder_is_read(tmp_path):
     datasets = pytest.importorskip("datasets")
     datasets.DatasetDict({"test": datasets.Dataset.from_list([{"problem": "Solve x."}])}).save_to_disk(tmp_path / "m")
