@@ -24,7 +24,8 @@ class RedoDueValidation(Callback):
     run killed after it (during the validation, or before the next checkpoint) resumes past a validation
     that no checkpoint saw. Lightning fast-forwards over it; this marks it unfinished instead (the state
     Lightning gives a run killed mid-validation), so the resumed run validates that step first and the
-    curve has no hole.
+    curve has no hole. The checkpoint's validation progress is the previous, finished validation's; it is
+    cleared, or the redone validation would resume after that one's last batch and cover one batch only.
     """
 
     def on_train_start(self, trainer: L.Trainer, pl_module: L.LightningModule) -> None:
@@ -32,6 +33,7 @@ class RedoDueValidation(Callback):
         fetcher = trainer.fit_loop._data_fetcher
         if loop.restarted_on_train_batch_end and fetcher is not None and loop._should_check_val_fx(fetcher):
             loop.val_loop._restart_stage = RestartStage.RESTARTED_MID_EVALUATION
+            loop.val_loop.batch_progress.reset_on_run()  # from the first batch
             loop._batches_that_stepped -= 1  # the logging step: the end of that batch now counts it once more
 
 

@@ -126,17 +126,27 @@ def test_resume_continues_exactly(tiny_cfg, tmp_path):
 
 
 class Validations(Callback):
+    """(step, val/ce_base, batches) of every validation."""
+
     def __init__(self):
-        self.rows = []
+        self.rows, self._batches = [], 0
+
+    def on_validation_start(self, trainer, module):
+        self._batches = 0
+
+    def on_validation_batch_end(self, trainer, module, outputs, batch, batch_idx, dataloader_idx=0):
+        self._batches += 1
 
     def on_validation_end(self, trainer, module):
-        self.rows.append((trainer.global_step, float(trainer.callback_metrics["val/ce_base"])))
+        self.rows.append((trainer.global_step, float(trainer.callback_metrics["val/ce_base"]), self._batches))
 
 
-def test_resume_redoes_the_validation_due_at_its_checkpoint(tiny_cfg, tmp_path):
-    """Step 4 checkpoints before it validates; a kill after that validation must not leave a hole at step 4."""
+def test_resume_redoes_the_validation_due_at_its_checkpoint_over_every_batch(tiny_cfg, tmp_path):
+    """Step 8 checkpoints before it validates; a kill after that validation must not leave a hole at step 8,
+    and the redone validation covers every batch (the checkpoint also holds step 4's finished validation,
+    whose progress must not be taken for this one's)."""
     common = [
-        "trainer.max_steps=8",
+        "trainer.max_steps=12",
         "trainer.val_check_interval=4",
         "callbacks.model_checkpoint.every_n_train_steps=4",
         "callbacks.export=null",
@@ -152,14 +162,15 @@ def test_resume_redoes_the_validation_due_at_its_checkpoint(tiny_cfg, tmp_path):
     (full, whole), (killed, resumed, after) = (Validations(), Recorder()), (Validations(), Validations(), Recorder())
     logged_steps = fit("full", full, whole)
     with pytest.raises(RuntimeError, match="simulated kill"):
-        fit("resumed", killed, Recorder(stop_after=6))
-    assert [s for s, _ in full.rows] == [4, 8] and [s for s, _ in killed.rows] == [4]
+        fit("resumed", killed, Recorder(stop_after=10))
+    assert [s for s, *_ in full.rows] == [4, 8, 12] and [s for s, *_ in killed.rows] == [4, 8]
+    assert {b for *_, b in full.rows} == {4}  # 16 validation rows, 4 per batch
     assert fit("resumed", resumed, after, resume=True) == logged_steps
-    assert [s for s, _ in resumed.rows] == [4, 8]  # step 4's validation again, then step 8's
-    for (_, redone), (_, original) in zip(resumed.rows, full.rows, strict=True):
-        assert redone == pytest.approx(original, rel=1e-6)
-    assert min(after.losses) == 5  # training restarted after step 4's checkpoint, as it was
-    for step in range(5, 9):
+    assert [s for s, *_ in resumed.rows] == [8, 12]  # step 8's validation again, then step 12's
+    for (_, redone, batches), (_, original, _) in zip(resumed.rows, full.rows[1:], strict=True):
+        assert batches == 4 and redone == pytest.approx(original, rel=1e-6)
+    assert min(after.losses) == 9  # training restarted after step 8's checkpoint, as it was
+    for step in range(9, 13):
         assert after.losses[step] == pytest.approx(whole.losses[step], rel=1e-6, abs=1e-7), step
 
 
