@@ -142,7 +142,7 @@ def run(cfg: DictConfig, out_dir: Path) -> dict[str, Any]:
         check_options(m, options[method_spec(m).family])
     if cfg.num_threads:
         torch.set_num_threads(cfg.num_threads)
-    data_paths = OmegaConf.to_container(cfg.bench_data) if cfg.bench_data else {}
+    data_paths = OmegaConf.to_container(cfg.bench_data, resolve=True) if cfg.bench_data else {}
     benchmarks = dict(load_benchmark(spec, data_paths, cfg.bench_hub) for spec in cfg.bench)
 
     paths = _drafter_paths(cfg, methods)

@@ -6,6 +6,7 @@ from pathlib import Path
 import pytest
 import torch
 from hydra import compose, initialize_config_dir
+from omegaconf import OmegaConf
 
 from domino_conf import CONF_DIR
 from inference import DrafterCheckpointError, tiny_target
@@ -182,6 +183,22 @@ def test_a_local_copy_of_an_unbundled_set_is_decoded(tmp_path):
     cfg = _cfg(f"bench_data.gsm8k={path}", "bench=[gsm8k]", "bench_hub=false", "methods=[ar]")
     report = decode.run(cfg, tmp_path / "run")
     assert report["results"]["gsm8k"]["ar"]["num_prompts"] == 1
+
+
+def test_the_presets_validation_set_resolves_its_data_folder(tmp_path, monkeypatch):
+    """`preset=smollm2` names the validation slice as ${oc.env:DOMINO_DATA,...}/smollm2-val/prepared."""
+    with initialize_config_dir(config_dir=CONF, version_base="1.3"):
+        preset = compose("decode", overrides=["preset=smollm2"])
+    monkeypatch.setenv("DOMINO_DATA", str(tmp_path / "data"))
+    folder = Path(preset.bench_data.sharegpt)
+    assert folder == tmp_path / "data" / "smollm2-val" / "prepared"
+    folder.mkdir(parents=True)
+    row = {"id": "v0", "conversations": [{"role": "user", "content": "Name a colour."}]}
+    (folder / "shard-00000.jsonl").write_text(json.dumps(row) + "\n")
+    raw = OmegaConf.to_container(preset.bench_data)["sharegpt"]  # still the interpolation, as decode gets it
+    cfg = _cfg(f"bench_data.sharegpt={raw}", "bench=[sharegpt:1]", "bench_hub=false", "methods=[ar]")
+    report = decode.run(cfg, tmp_path / "run")
+    assert report["results"]["sharegpt"]["ar"]["num_prompts"] == 1
 
 
 @pytest.mark.parametrize("key", ["bench_data.gsm8kk=/x", "+bench_data.gsm8kk=/x", "bench_data={gsm8kk: /x}"])

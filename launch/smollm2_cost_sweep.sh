@@ -1,0 +1,38 @@
+#!/usr/bin/env bash
+# Choosing the draft size on validation prompts: fixed tree budgets against `tree.budget=auto`, and the
+# whole block against `chain.window=auto`, for the SmolLM2 reference drafters on the recipe's validation
+# slice (`bench=[sharegpt:N]`: ShareGPT rows no training step saw; never MT-Bench or HumanEval).
+#   launch/smollm2_cost_sweep.sh                 # every run; rerun it to resume (finished runs are skipped)
+#   PROMPTS=40 BUDGETS="4 8 16 32 auto" WINDOWS="full auto" REPEAT=16 launch/smollm2_cost_sweep.sh
+# One domino-decode run per setting (each with its own `ar`, prompt by prompt, in one process), written to
+# $OUT/budget_<b>, $OUT/window_<w>; REPEAT names a budget run twice ($OUT/budget_<b>_repeat), which
+# measures the run-to-run noise the comparison is judged against. Time it on a quiet machine.
+set -euo pipefail
+cd "$(dirname "$0")/.."
+BIN=${BIN:-.venv/bin}
+OUT=${OUT:-artifacts/runs/decode/cost_sweep}
+PROMPTS=${PROMPTS:-40}
+DRAFTERS=${DRAFTERS:-pretrained}  # holds smollm2-135m-domino and smollm2-135m-dflash
+
+decode() {  # run dir, then overrides
+  local dir=$1
+  shift
+  if [[ -f "$dir/results.json" ]]; then
+    echo "== $dir: done"
+    return
+  fi
+  "$BIN/domino-decode" preset=smollm2 "bench=[sharegpt:$PROMPTS]" num_threads="${THREADS:-2}" progress=false \
+    drafter_path="$DRAFTERS/smollm2-135m-domino" baseline_drafter_path="$DRAFTERS/smollm2-135m-dflash" \
+    hydra.run.dir="$dir" "$@"
+}
+
+for budget in ${BUDGETS:-4 8 16 32 auto}; do
+  decode "$OUT/budget_$budget" "methods=[ar,ddtree,dominotree]" tree.budget="$budget"
+done
+if [[ -n "${REPEAT-16}" ]]; then
+  decode "$OUT/budget_${REPEAT-16}_repeat" "methods=[ar,ddtree,dominotree]" tree.budget="${REPEAT-16}"
+fi
+for window in ${WINDOWS:-full auto}; do
+  [[ $window == full ]] && value=null || value=$window
+  decode "$OUT/window_$window" "methods=[ar,dflash,domino]" chain.window="$value"
+done
