@@ -75,8 +75,8 @@ def main() -> None:
     module.target = target
     drafter = module.drafter.bind_target(target.embed_tokens, target.lm_head)
     module.lambda_t = lambda: 0.5  # the step mixes both losses, as mid-curriculum
-    if drafter.has_draft_vocab:  # any N ids: the cost does not depend on which
-        drafter.set_draft_vocab(torch.arange(config.draft_vocab_size))
+    if drafter.vocab.is_subset:  # any N ids: the cost does not depend on which
+        drafter.vocab.set_ids(torch.arange(config.draft_vocab_size))
 
     b, t = cfg.data.batch_size, args.seq_len
     g = torch.Generator().manual_seed(0)

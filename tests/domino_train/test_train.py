@@ -258,7 +258,7 @@ def test_distillation_draft_vocabulary_and_target_init_train_and_export(tmp_path
     assert drafter.config.draft_vocab_size == 24 and torch.equal(drafter.d2t, module.drafter.d2t.cpu())
     # The vocabulary is the 24 most frequent distilled labels of the 16 training rows.
     counts = module.trainer.datamodule.train_set.label_counts(drafter.config.vocab_size)
-    assert counts[drafter.draft_to_target()].min() >= counts.sort(descending=True).values[23]
+    assert counts[drafter.vocab.draft_to_target()].min() >= counts.sort(descending=True).values[23]
     # Online features give the same distilled labels, hence the same losses.
     online = Recorder()
     _fit(
