@@ -343,8 +343,8 @@ class SyntheticDataModule(_DominoDataModule):
     def setup(self, stage: str | None = None) -> None:
         if self.train_set is not None:
             return
+        from inference.decoding.batch_generation import generate_batch
         from inference.decoding.sampling import SamplingParams
-        from inference.targets.batch_generation import generate_batch
 
         if callable(self.target_factory):
             target: TargetModel = self.target_factory(device="cpu")
