@@ -20,8 +20,8 @@ from typing import Any
 import lightning as L
 import torch
 
-from domino_train.model_card import run_metrics
-from domino_train.objectives import (
+from domino_train.export.model_card import run_metrics
+from domino_train.method.objectives import (
     acceptance_stats,
     block_targets,
     domino_loss,
@@ -30,7 +30,7 @@ from domino_train.objectives import (
     sample_anchors,
     warmup_cosine,
 )
-from domino_train.target_init import INITS, init_from_target
+from domino_train.method.target_init import INITS, init_from_target
 from inference.drafter import DominoDrafter
 from inference.drafter.config import DrafterConfig
 from inference.targets.adapter import TargetModel
@@ -41,7 +41,7 @@ CAUSAL_INPUTS = ("teacher_forced", "ttt")
 class DominoLitModule(L.LightningModule):
     def __init__(
         self,
-        drafter_config: dict[str, Any],
+        drafter_config: DrafterConfig,
         target: Callable[..., TargetModel],
         num_anchors: int = 256,
         gamma: float = 7.0,
@@ -65,8 +65,10 @@ class DominoLitModule(L.LightningModule):
         if init not in INITS:
             raise ValueError(f"drafter.init must be one of {INITS}, got {init!r}")
         lambda_at(0, 1, lambda_start, decay_ratio, curriculum)  # validates the curriculum name now
-        self.save_hyperparameters(ignore=["target"])
-        self.config = DrafterConfig.from_hf_dict(drafter_config)
+        self.save_hyperparameters(ignore=["target", "drafter_config"])
+        # Logged and checkpointed in its config.json form (the record format); training builds from the config.
+        self.save_hyperparameters({"drafter_config": drafter_config.to_hf_dict(), **self.hparams})
+        self.config = drafter_config
         self.drafter = DominoDrafter(self.config)
         self.target_factory = target
         self.target: TargetModel | None = None

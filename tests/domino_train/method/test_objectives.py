@@ -4,7 +4,7 @@ import pytest
 import torch
 import torch.nn.functional as F
 
-from domino_train.objectives import (
+from domino_train.method.objectives import (
     acceptance_stats,
     block_targets,
     domino_loss,
