@@ -35,7 +35,7 @@ def head_overhead(spec: str, device: str, dtype: torch.dtype, context: int, roun
 
     def dflash() -> torch.Tensor:
         hidden = drafter.draft_hidden_slice(drafter.draft_block(cache, root))[0]
-        return drafter.to_target_ids(drafter.lm_head(hidden).argmax(-1))
+        return drafter.vocab.to_target_ids(drafter.lm_head(hidden).argmax(-1))
 
     def domino() -> torch.Tensor:
         hidden = drafter.draft_hidden_slice(drafter.draft_block(cache, root))[0]

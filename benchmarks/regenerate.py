@@ -23,7 +23,7 @@ from domino_train.data.prepare import prepare
 from domino_train.data.shards import read_shards
 from domino_train.data.sources import ShareGPTPackage
 from inference import load_target
-from inference.targets.batch_generation import generate_batch
+from inference.decoding.batch_generation import generate_batch
 
 
 def main() -> None:

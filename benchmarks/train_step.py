@@ -32,9 +32,9 @@ from hydra.utils import instantiate
 from omegaconf import OmegaConf
 
 from domino_train import CONF_DIR
-from domino_train.module import DominoLitModule
-from domino_train.objectives import sample_anchors
-from domino_train.train import drafter_config
+from domino_train.method.module import DominoLitModule
+from domino_train.method.objectives import sample_anchors
+from domino_train.run.train import drafter_config
 from inference.drafter.block_mask import anchor_block_mask
 from inference.precision import resolve_training_precision, training_target_dtype
 
@@ -71,12 +71,12 @@ def main() -> None:
     target = instantiate(cfg.target, dtype=training_target_dtype(cfg.target.dtype, precision))
     config = drafter_config(cfg, target)
     train = OmegaConf.to_container(cfg.train, resolve=True)
-    module = DominoLitModule(drafter_config=config.to_hf_dict(), target=lambda **_: target, **train)
+    module = DominoLitModule(drafter_config=config, target=lambda **_: target, **train)
     module.target = target
     drafter = module.drafter.bind_target(target.embed_tokens, target.lm_head)
     module.lambda_t = lambda: 0.5  # the step mixes both losses, as mid-curriculum
-    if drafter.has_draft_vocab:  # any N ids: the cost does not depend on which
-        drafter.set_draft_vocab(torch.arange(config.draft_vocab_size))
+    if drafter.vocab.is_subset:  # any N ids: the cost does not depend on which
+        drafter.vocab.set_ids(torch.arange(config.draft_vocab_size))
 
     b, t = cfg.data.batch_size, args.seq_len
     g = torch.Generator().manual_seed(0)

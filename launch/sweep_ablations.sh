@@ -7,7 +7,7 @@
 #   domino-report artifacts/runs/multirun/qwen3_8b_ablations     # the comparison (or --wandb TEAM/domino)
 #
 # trainer=gpu and trainer.num_nodes stay outside the swept values: Hydra sizes the one sbatch array from the
-# sweep's shared config (domino_train.slurm.SweepShapeCheck refuses a sweep whose jobs disagree with it).
+# sweep's shared config (domino_train.run.slurm.SweepShapeCheck refuses a sweep whose jobs disagree with it).
 # seed comes first: Hydra numbers the jobs seed-major, so appending seeds (seed=0,1,2,3) keeps the job
 # numbers, folders and W&B runs of the jobs already there and adds new ones at the end.
 # EXPERIMENTS and TRAINER replace the grid's experiments and trainer (the tests shrink it to the tiny one:

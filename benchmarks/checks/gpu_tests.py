@@ -29,8 +29,8 @@ def counts(summary_line: str) -> dict[str, int]:
 # `load_target`'s default device (cuda), and `deepspeed_strategy` (a cpu trainer must still get the CPU one).
 CUDA_BRANCH_TESTS = [
     "tests/inference/cli/test_decode.py",
-    "tests/domino_train/test_strategies.py",
-    "tests/domino_train/test_train.py::test_deepspeed_zero_on_cpu_and_export_from_the_zero_directory[2]",
+    "tests/domino_train/run/test_strategies.py",
+    "tests/domino_train/run/test_train.py::test_deepspeed_zero_on_cpu_and_export_from_the_zero_directory[2]",
 ]
 
 

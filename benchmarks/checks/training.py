@@ -28,8 +28,8 @@ from omegaconf import open_dict
 
 from checks.context import CheckFailed, Context, table
 from domino_train import CONF_DIR
-from domino_train.module import DominoLitModule
-from domino_train.train import train
+from domino_train.method.module import DominoLitModule
+from domino_train.run.train import train
 from inference.drafter.config import DrafterConfig
 from inference.targets.adapter import TargetModel
 from inference.targets.loader import load_target_config
@@ -54,7 +54,7 @@ def stand_in_target(spec: str, num_layers: int, device: str, dtype: torch.dtype)
 
 
 def _module(target: TargetModel, config: DrafterConfig, num_anchors: int, device: str) -> DominoLitModule:
-    module = DominoLitModule(drafter_config=config.to_hf_dict(), target=lambda **_: target, num_anchors=num_anchors)
+    module = DominoLitModule(drafter_config=config, target=lambda **_: target, num_anchors=num_anchors)
     module.target = target
     module.drafter.to(device).bind_target(target.embed_tokens, target.lm_head)
     module.lambda_t = lambda: 0.5  # both losses mixed, as mid-curriculum (no trainer here)

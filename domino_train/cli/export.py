@@ -16,10 +16,11 @@ from pathlib import Path
 
 import torch
 
-from domino_train.export import export_checkpoint
-from domino_train.model_card import read_decode_results, rewrite_serving_section
+from domino_train.export.folder import export_checkpoint
+from domino_train.export.model_card import rewrite_serving_section
 from inference.drafter.checkpoint import DrafterCheckpointError
 from inference.drafter.serving import serving_line
+from inference.eval.results import read_results
 
 
 def main(argv: list[str] | None = None) -> None:
@@ -49,7 +50,7 @@ def main(argv: list[str] | None = None) -> None:
     if not (args.checkpoint and args.out):
         parser.error("a checkpoint and an output folder are required")
     try:
-        decode = read_decode_results(args.decode_results) if args.decode_results else None
+        decode = read_results(args.decode_results) if args.decode_results else None
         out = export_checkpoint(args.checkpoint, args.out, getattr(torch, args.dtype), decode)
     except (FileNotFoundError, ValueError, DrafterCheckpointError) as e:
         raise SystemExit(f"domino-export: {e}") from None

@@ -16,7 +16,7 @@ import argparse
 import sys
 from pathlib import Path
 
-from domino_train.report.eval_results import attach_eval, read_results
+from domino_train.report.eval_results import attach_eval, drafter_results
 from domino_train.report.local_runs import load_local_runs
 from domino_train.report.plots import X_AXES, plot_by_position, plot_curves, plot_predicted_vs_realised
 from domino_train.report.records import ReportError, RunRecord
@@ -75,7 +75,7 @@ def main(argv: list[str] | None = None) -> int:
             plot_curves(variants, args.out / "curves.png", args.x).name,
             plot_by_position(variants, args.out / "by_position.png").name,
         ]
-    results = [(str(p), read_results(p)) for p in args.eval]
+    results = [(str(p), drafter_results(p)) for p in args.eval]
     if calibration := plot_predicted_vs_realised(results, args.out / "predicted_vs_realised.png"):
         plots.append(calibration.name)
     (args.out / "report.md").write_text(report_markdown(variants, args.title, plots, unfinished))

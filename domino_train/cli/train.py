@@ -9,7 +9,7 @@ from lightning.fabric.utilities.exceptions import MisconfigurationException
 from omegaconf import DictConfig
 
 from domino_train import CONF_DIR
-from domino_train.train import train
+from domino_train.run.train import train
 from inference.cli.config_keys import refuse_unknown_keys
 from inference.cli.errors import one_line_errors
 

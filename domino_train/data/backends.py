@@ -1,6 +1,6 @@
 """Generation backends for the regenerate stage.
 
-- `LocalBackend`: the target in this process (`inference.targets.batch_generation.generate_batch`: left-padded
+- `LocalBackend`: the target in this process (`inference.decoding.batch_generation.generate_batch`: left-padded
   batches over one KV cache, a random stream per request). Right for small targets and tests.
 - `OpenAIBackend`: an OpenAI-compatible chat server (SGLang, vLLM) for large targets, called with
   `concurrency` requests in flight; the target's `chat_template_kwargs` (e.g. `enable_thinking: false`)
@@ -24,9 +24,9 @@ from typing import Any
 import torch
 
 from domino_train.data.batching import length_sorted_batches
+from inference.decoding.batch_generation import generate_batch
 from inference.decoding.sampling import SamplingParams
 from inference.targets.adapter import TargetModel
-from inference.targets.batch_generation import generate_batch
 
 
 @dataclass

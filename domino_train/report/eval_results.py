@@ -7,23 +7,22 @@ drafter folder.
 
 from __future__ import annotations
 
-import json
 from pathlib import Path
 from typing import Any
 
 from domino_train.report.records import ReportError, RunRecord
+from inference.eval.results import ResultsFileError, read_results
 
 
-def read_results(path: Path) -> dict[str, Any]:
-    """A `domino-decode` results.json, checked for the keys the report uses."""
+def drafter_results(path: Path) -> dict[str, Any]:
+    """A `domino-decode` results.json (`inference.eval.results.read_results`) that measured a drafter: the
+    report joins results to runs by it."""
     try:
-        data = json.loads(Path(path).read_text())
-    except FileNotFoundError:
-        raise ReportError(f"{path} does not exist: pass the results.json that domino-decode wrote") from None
-    except json.JSONDecodeError as e:
-        raise ReportError(f"{path} is not JSON ({e.msg}): pass the results.json that domino-decode wrote") from None
-    if not isinstance(data, dict) or not isinstance(data.get("mean"), dict) or not data.get("drafter"):
-        raise ReportError(f"{path} is not a domino-decode results.json of a drafter (needs 'drafter' and 'mean')")
+        data = read_results(path)
+    except ResultsFileError as e:
+        raise ReportError(str(e)) from None
+    if not data.get("drafter"):
+        raise ReportError(f"{path} measured no drafter (an `ar`-only domino-decode run): nothing to join to a run")
     return data
 
 
@@ -33,7 +32,7 @@ def attach_eval(runs: list[RunRecord], paths: list[Path]) -> list[tuple[Path, Ru
     by_export = {r.export_dir.resolve(): r for r in runs if r.export_dir is not None}
     matched = []
     for path in paths:
-        data = read_results(path)
+        data = drafter_results(path)
         drafter = Path(data["drafter"])
         if not drafter.is_absolute():  # domino-decode records it as given; relative to where it ran
             drafter = Path(path).parent / drafter

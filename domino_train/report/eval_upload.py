@@ -14,7 +14,7 @@ import hashlib
 from pathlib import Path
 from typing import Any
 
-from domino_train.report.eval_results import read_results
+from domino_train.report.eval_results import drafter_results
 from domino_train.report.records import RunRecord
 
 
@@ -28,7 +28,7 @@ def log_eval(run: RunRecord, results_path: Path) -> str:
     """Log `results_path` as an eval run of `run`; returns the W&B run id."""
     import wandb
 
-    data = read_results(results_path)
+    data = drafter_results(results_path)
     logger = ((run.config.get("logger") or {}).get("wandb")) or {}
     rows = [
         [dataset, method, m.get("tau"), m.get("speedup"), m.get("tokens_per_s")]

@@ -5,7 +5,7 @@ A run folder is what `python -m domino_train` writes (`artifacts/runs/<task>/<ru
 (written when training starts) or `export/training_config.yaml` (when it ends), its curves from
 `csv/metrics.csv`; without a CSV logger, from the offline W&B files in `wandb/`. A lone offline W&B run
 (`offline-run-*` folder or `.wandb` file) is read on its own. `status.json` says how the last attempt ended
-(`domino_train.run_status`): a failed run is read with whatever it logged, even nothing, and its log.
+(`domino_train.run.status`): a failed run is read with whatever it logged, even nothing, and its log.
 """
 
 from __future__ import annotations
@@ -18,7 +18,7 @@ import yaml
 
 from domino_train.report.records import ReportError, RunRecord, curves_from_rows
 from domino_train.report.wandb_file import WandbFileError, merge, offline_run_files, read_wandb_file
-from domino_train.run_status import STATUS_FILE, read_status
+from domino_train.run.status import STATUS_FILE, read_status
 
 WANDB_STEP = "trainer/global_step"  # Lightning's x-axis in W&B
 

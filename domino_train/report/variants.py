@@ -6,7 +6,7 @@ import json
 from dataclasses import dataclass
 
 from domino_train.report.records import RunRecord
-from domino_train.variant import variant_config
+from domino_train.run.variant import variant_config
 
 _MAX_LABEL_KEYS = 3
 

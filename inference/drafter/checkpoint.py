@@ -24,11 +24,12 @@ from safetensors import safe_open
 from safetensors.torch import save_file
 
 from inference.drafter.config import DrafterConfig
+from inference.drafter.draft_vocab import BUFFER_DTYPES
 
 CONFIG_NAME = "config.json"
 WEIGHTS_NAME = "model.safetensors"
 _SUBMODULE_PREFIXES = ("backbone.", "head.")
-_VOCAB_MAP_DTYPES = {"d2t": "int64", "t2d": "bool"}  # the draft vocabulary's buffers: never cast
+_VOCAB_MAP_DTYPES = {k: str(v).removeprefix("torch.") for k, v in BUFFER_DTYPES.items()}  # never cast
 _KEY_ALIASES = (("logit_head.prefix_gru.", "prefix_gru."), ("logit_head.embed_proj.", "embed_proj."))
 _HEAD_PREFIXES = ("prefix_gru.", "embed_proj.")
 _ALLOWED_DTYPES = {"bfloat16": torch.bfloat16, "float16": torch.float16, "float32": torch.float32}
@@ -237,6 +238,6 @@ def load_checkpoint(
         full = next(p + key for p in _SUBMODULE_PREFIXES if p + key in names)
         prefixed[full] = t.to(load_dtype)
     model.load_state_dict(prefixed, strict=True, assign=True)
-    vocab_problems = model.draft_vocab_problems()
+    vocab_problems = model.vocab.problems()
     if vocab_problems:
         raise DrafterCheckpointError(f"{path}: " + "; ".join(vocab_problems))

@@ -11,6 +11,7 @@ loads; `layout.public_fields` is the one place that maps them (and the values th
 from __future__ import annotations
 
 import dataclasses
+from collections.abc import Mapping
 from dataclasses import dataclass, field
 from typing import Any
 
@@ -26,14 +27,19 @@ from inference.drafter.layout import (
 from inference.targets.mask_token import default_mask_token_id
 
 
-def rope_parameters_of(hf_config: Any) -> dict[str, Any]:
-    """The target's RoPE settings as one dict (transformers 5 `rope_parameters`, or the legacy fields)."""
-    params = getattr(hf_config, "rope_parameters", None)
+def rope_parameters_of(config: Any) -> dict[str, Any]:
+    """RoPE settings as one dict (transformers 5 `rope_parameters`, or the legacy `rope_theta` /
+    `rope_scaling` fields), read from a target's HF config object or a drafter's `config.json` dict."""
+
+    def get(key: str, default: Any = None) -> Any:
+        return config.get(key, default) if isinstance(config, Mapping) else getattr(config, key, default)
+
+    params = get("rope_parameters")
     if isinstance(params, dict) and "rope_theta" in params:
         out = dict(params)
     else:
-        scaling = dict(getattr(hf_config, "rope_scaling", None) or {})
-        out = {**scaling, "rope_theta": float(getattr(hf_config, "rope_theta", 10000.0))}
+        scaling = dict(get("rope_scaling") or {})
+        out = {**scaling, "rope_theta": float(get("rope_theta", 10000.0))}
         out["rope_type"] = scaling.get("rope_type", scaling.get("type", "default"))
     out.setdefault("rope_type", "default")
     return out
@@ -219,11 +225,6 @@ class DrafterConfig:
                 "(sliding-window draft layers are not implemented)"
             )
         fields = public_fields(d, target_num_layers, target_mask_token_id)
-        rope = d.get("rope_parameters")
-        if not isinstance(rope, dict) or "rope_theta" not in rope:
-            scaling = dict(d.get("rope_scaling") or {})
-            rope = {**scaling, "rope_theta": float(d.get("rope_theta", 10000.0))}
-            rope["rope_type"] = scaling.get("rope_type", scaling.get("type", "default"))
         heads = d["num_attention_heads"]
         return cls(
             hidden_size=d["hidden_size"],
@@ -234,7 +235,7 @@ class DrafterConfig:
             head_dim=d.get("head_dim") or d["hidden_size"] // heads,
             vocab_size=d["vocab_size"],
             rms_norm_eps=d.get("rms_norm_eps", 1e-6),
-            rope_parameters=rope,
+            rope_parameters=rope_parameters_of(d),
             max_position_embeddings=d.get("max_position_embeddings", 40960),
             draft_vocab_size=draft_vocab_size_of(d),
             **fields,

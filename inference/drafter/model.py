@@ -4,13 +4,9 @@ It is a `DFlashBackbone` plus an optional `DominoHead` (None = plain DFlash). It
 lm_head: `bind_target` hands it the target's (frozen) modules, which are referenced, never copied and
 never registered, so they stay out of `parameters()`, `state_dict()` and every checkpoint.
 
-Draft vocabulary (`config.draft_vocab_size = N`, FR-Spec / EAGLE-3): the drafter's logits cover N target
-ids only, the rows of the target's lm_head for those ids. The subset is stored as EAGLE-3 stores it, in
-two buffers that travel with the weights: `d2t` [N] int64 offsets (`target id = draft id + d2t[draft id]`)
-and `t2d` [V] bool (whether a target id is in the subset). Everything outside the logits stays in target
-ids (block tokens, GRU inputs, what decoding emits): `to_target_ids` maps a draft id back, and
-`full_vocab_probs` embeds a draft distribution in the full vocabulary (zeros outside the subset), which
-is what keeps every verification rule exact.
+With a draft vocabulary (`config.draft_vocab_size = N`) the logits cover N target ids only: `vocab`
+(`draft_vocab.DraftVocab`) owns that subset, its `d2t` / `t2d` buffers and the maps between draft and
+target ids.
 """
 
 from __future__ import annotations
@@ -26,6 +22,7 @@ from inference.drafter.block_mask import anchor_block_mask, anchor_flex_block_ma
 from inference.drafter.checkpoint import load_checkpoint, read_config, save_checkpoint
 from inference.drafter.config import DrafterConfig
 from inference.drafter.draft_cache import DraftKVCache
+from inference.drafter.draft_vocab import DraftVocab
 from inference.drafter.head import DominoHead
 from inference.targets.adapter import TargetModel
 
@@ -45,96 +42,7 @@ class DominoDrafter(nn.Module):
         self.backbone = DFlashBackbone(config)
         self.head = DominoHead(config) if config.has_head else None
         self._target_io: tuple[nn.Module, nn.Module] | None = None
-        self._maps: tuple[tuple, torch.Tensor, torch.Tensor] | None = None  # key, draft -> target, inverse
-        self._draft_rows: tuple[tuple, torch.Tensor, torch.Tensor | None] | None = None
-        if config.draft_vocab_size is not None:
-            n, v = config.draft_vocab_size, config.vocab_size
-            self.register_buffer("d2t", torch.full((n,), v - n, dtype=torch.long))
-            self.register_buffer("t2d", torch.zeros(v, dtype=torch.bool))
-            self.t2d[v - n :] = True  # a valid placeholder (the last N ids) until `set_draft_vocab`
-
-    # --------------------------------------------------------------------------- the draft vocabulary
-    @property
-    def has_draft_vocab(self) -> bool:
-        return self.config.draft_vocab_size is not None
-
-    @torch.no_grad()
-    def set_draft_vocab(self, target_ids: torch.Tensor) -> None:
-        """Use the N target ids `target_ids` (any order, distinct) as the draft vocabulary (sorted ascending)."""
-        if not self.has_draft_vocab:
-            raise ValueError("this drafter predicts over the full vocabulary (draft_vocab_size is null)")
-        ids = torch.as_tensor(target_ids, dtype=torch.long).flatten().unique()  # sorted
-        n, v = self.config.draft_vocab_size, self.config.vocab_size
-        if ids.numel() != n or len(target_ids) != n:
-            raise ValueError(f"the draft vocabulary needs {n} distinct ids, got {ids.numel()} of {len(target_ids)}")
-        if ids[0] < 0 or ids[-1] >= v:
-            raise ValueError(f"draft vocabulary ids must lie in [0, {v})")
-        self.d2t.copy_(ids - torch.arange(n))
-        self.t2d.zero_()
-        self.t2d[ids] = True
-
-    def draft_vocab_problems(self) -> list[str]:
-        """Why `d2t` / `t2d` are not one consistent subset of the target vocabulary (empty when they are)."""
-        if not self.has_draft_vocab:
-            return []
-        n, v = self.config.draft_vocab_size, self.config.vocab_size
-        ids = torch.arange(n, device=self.d2t.device) + self.d2t.long()
-        problems = []
-        if ids.min() < 0 or ids.max() >= v:
-            problems.append(f"d2t maps draft ids outside the target vocabulary [0, {v})")
-        elif ids.unique().numel() != n:
-            problems.append("d2t maps two draft ids to the same target id")
-        elif int(self.t2d.sum()) != n or not bool(self.t2d[ids].all()):
-            problems.append("t2d does not mark exactly the target ids that d2t maps to")
-        return problems
-
-    def _vocab_key(self) -> tuple:
-        """Identifies the current `d2t` (replaced by a load, or written by `set_draft_vocab`)."""
-        return (self.d2t.data_ptr(), self.d2t.device, self.d2t._version)
-
-    def _vocab_maps(self) -> tuple[torch.Tensor, torch.Tensor]:
-        """(target id of every draft id [N], draft id of every target id [V] (0 outside)), derived from
-        `d2t` once per subset and reused by every round and training step."""
-        key = self._vocab_key()
-        if self._maps is None or self._maps[0] != key:
-            n, device = self.config.draft_vocab_size, self.d2t.device
-            target_ids = torch.arange(n, device=device) + self.d2t
-            inverse = torch.zeros(self.config.vocab_size, dtype=torch.long, device=device)
-            inverse[target_ids] = torch.arange(n, device=device)
-            self._maps = (key, target_ids, inverse)
-        return self._maps[1], self._maps[2]
-
-    def draft_to_target(self) -> torch.Tensor:
-        """The target id of every draft id [N] (int64; shared, do not modify)."""
-        return self._vocab_maps()[0]
-
-    def to_target_ids(self, ids: torch.Tensor) -> torch.Tensor:
-        """Ids picked from the drafter's logits -> target ids (the identity without a draft vocabulary)."""
-        return ids + self.d2t[ids] if self.has_draft_vocab else ids
-
-    def to_draft_ids(self, target_ids: torch.Tensor) -> tuple[torch.Tensor, torch.Tensor]:
-        """Target ids -> (draft ids, whether each is in the subset); ids outside it map to 0."""
-        if not self.has_draft_vocab:
-            return target_ids, torch.ones_like(target_ids, dtype=torch.bool)
-        inside = self.t2d[target_ids]
-        return torch.where(inside, self._vocab_maps()[1][target_ids], 0), inside
-
-    def full_vocab_probs(self, probs: torch.Tensor) -> torch.Tensor:
-        """A distribution over draft ids [..., N] as one over the target vocabulary [..., V] (0 outside)."""
-        if not self.has_draft_vocab:
-            return probs
-        out = probs.new_zeros(*probs.shape[:-1], self.config.vocab_size)
-        return out.index_copy_(-1, self.draft_to_target(), probs)
-
-    def _lm_rows(self, lm_head: nn.Module) -> tuple[torch.Tensor, torch.Tensor | None]:
-        """The lm_head rows (and bias) of the draft ids, gathered once per (weights, subset, device)."""
-        weight, bias = lm_head.weight, getattr(lm_head, "bias", None)
-        key = (weight.data_ptr(), weight.device, weight.dtype, self._vocab_key())
-        if self._draft_rows is None or self._draft_rows[0] != key:
-            ids = self.draft_to_target().to(weight.device)
-            rows = weight.detach()[ids]
-            self._draft_rows = (key, rows, None if bias is None else bias.detach()[ids])
-        return self._draft_rows[1], self._draft_rows[2]
+        self.vocab = DraftVocab(self, config.draft_vocab_size, config.vocab_size)  # registers d2t / t2d
 
     # --------------------------------------------------------------------------- the target's modules
     def bind_target(self, embed_tokens: nn.Module, lm_head: nn.Module) -> DominoDrafter:
@@ -161,12 +69,7 @@ class DominoDrafter(nn.Module):
         hidden states would otherwise take PyTorch's batched-matmul path, about 5x slower on a CPU.
 
         With a draft vocabulary only the N rows of the draft ids are used (N x H instead of V x H work)."""
-        flat = hidden.reshape(-1, hidden.shape[-1])
-        lm_head = self._io()[1]
-        if self.has_draft_vocab:
-            logits = torch.nn.functional.linear(flat, *self._lm_rows(lm_head))
-        else:
-            logits = lm_head(flat)
+        logits = self.vocab.logits(hidden.reshape(-1, hidden.shape[-1]), self._io()[1])
         return logits.view(*hidden.shape[:-1], logits.shape[-1])
 
     def draft_hidden_slice(self, hidden: torch.Tensor) -> torch.Tensor:
@@ -241,7 +144,7 @@ class DominoDrafter(nn.Module):
                 logits = logits + self.head.correction(h[..., j, :], state)
             finals.append(logits)
             if j + 1 < h.shape[-2]:
-                drafted = self.to_target_ids(logits.argmax(-1).detach())
+                drafted = self.vocab.to_target_ids(logits.argmax(-1).detach())
                 state = self.head.gru_step(self.embed(drafted).to(h.dtype), state)
         return BlockLogits(base=base, final=torch.stack(finals, dim=-2))
 

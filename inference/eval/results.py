@@ -276,3 +276,26 @@ def write_outputs(out_dir: Path, records: list[Record], check_lossless: bool, me
     header = "# domino-decode\n\n" + " · ".join(f"{k}: {v}" for k, v in meta.items() if not isinstance(v, dict))
     (out_dir / "results.md").write_text(markdown(results, header))
     return report
+
+
+class ResultsFileError(ValueError):
+    """A file given as a `domino-decode` results.json that is not one."""
+
+
+def read_results(path: str | Path) -> dict[str, Any]:
+    """A `results.json` that `write_outputs` wrote, checked for what its readers use (`results` and `mean`);
+    refused with `ResultsFileError` naming the problem: missing, not JSON, or another kind of file."""
+    fix = "pass the results.json that domino-decode wrote"
+    try:
+        data = json.loads(Path(path).read_text())
+    except FileNotFoundError:
+        raise ResultsFileError(f"{path} does not exist: {fix}") from None
+    except (json.JSONDecodeError, UnicodeDecodeError) as e:
+        raise ResultsFileError(f"{path} is not JSON ({e}): {fix}") from None
+    if (
+        not isinstance(data, dict)
+        or not isinstance(data.get("results"), dict)
+        or not isinstance(data.get("mean"), dict)
+    ):
+        raise ResultsFileError(f"{path}: not a domino-decode results.json (needs 'results' and 'mean'): {fix}")
+    return data

@@ -1,10 +1,10 @@
 """Targets: any Hugging Face causal LM as the frozen model a drafter serves, and the built-in ones.
 
-`adapter.py` (`TargetModel`: logits plus the features of `target_layer_ids`, KV-cache crop / compaction,
-the tree forward), `kv_cache.py` (the in-place growing cache layer), `loader.py` (`load_target` by hub
-name, path or built-in name), `tiny.py` / `smollm2.py` (the built-in test and demo targets),
-`mask_token.py` (which reserved id is MASK) and `batch_generation.py` (batched sampling from the target,
-used by the data pipeline; not imported here because it depends on `inference.decoding.sampling`).
+`adapter.py` (`TargetModel`: logits plus the features of `target_layer_ids`, the tree forward),
+`kv_cache.py` (the target's KV cache: the in-place growing layer, its length, crop and compaction),
+`loader.py` (`load_target` by hub name, path or built-in name), `tiny.py` / `smollm2.py` (the built-in
+test and demo targets) and `mask_token.py` (which reserved id is MASK). Batched sampling from a target
+(the data pipeline's regeneration) is decoding: `inference.decoding.batch_generation`.
 """
 
 from inference.targets.adapter import TargetModel, TargetOutput

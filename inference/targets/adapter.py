@@ -4,7 +4,8 @@ What decoding and training need from the target, and nothing else:
 - logits plus the concatenated outputs of `target_layer_ids` (captured with forward hooks on just those
   layers; id `l` = output of decoder layer `l` = HF `hidden_states[l + 1]`);
 - an incremental KV cache (transformers' `DynamicCache`) that can be cropped, and compacted: after a
-  tree verification the accepted path's entries are gathered to the front of the verified window;
+  tree verification the accepted path's entries are gathered to the front of the verified window (the
+  operations live in `kv_cache.py`; the adapter's methods are those functions);
 - a forward over a token tree: explicit position ids plus an additive 4-D mask (built by
   `inference.decoding.tree.draft_tree.tree_attention_mask` from the tree's visibility).
 The calls work with transformers 5.x both before and after `past_key_values` was renamed `cache`.
@@ -19,9 +20,8 @@ from typing import Any
 import torch
 from torch import nn
 from transformers import DynamicCache
-from transformers.cache_utils import DynamicLayer
 
-from inference.targets.kv_cache import GrowingKVLayer
+from inference.targets.kv_cache import cache_length, compact_cache, crop_cache, new_cache
 from inference.targets.mask_token import choose_mask_token_id, default_mask_token_id
 
 
@@ -160,43 +160,11 @@ class TargetModel:
 
     __call__ = forward
 
-    # --------------------------------------------------------------------------- KV cache
+    # --------------------------------------------------------------------------- KV cache (kv_cache.py)
     def new_cache(self) -> DynamicCache:
-        """A KV cache whose full-attention layers append in place (`inference.targets.kv_cache.GrowingKVLayer`)."""
-        cache = DynamicCache(config=self.config)
-        cache.layers = [GrowingKVLayer() if type(layer) is DynamicLayer else layer for layer in cache.layers]
-        return cache
+        """A KV cache for this target whose full-attention layers append in place (`kv_cache.new_cache`)."""
+        return new_cache(self.config)
 
-    @staticmethod
-    def cache_length(cache: DynamicCache) -> int:
-        return cache.get_seq_length()
-
-    @staticmethod
-    def crop_cache(cache: DynamicCache, length: int) -> None:
-        """Drop every entry at index >= `length`.
-
-        Uses the negative form of `Cache.crop` (remove n entries), the one both transformers 5.17
-        (where a positive value means a final length) and 5.24+ (where it is an error) accept.
-        """
-        remove = cache.get_seq_length() - length
-        if remove < 0:
-            raise ValueError(f"cannot crop a cache of length {cache.get_seq_length()} to {length}")
-        if remove:
-            cache.crop(-remove)
-
-    @staticmethod
-    def compact_cache(cache: DynamicCache, start: int, keep: torch.Tensor) -> None:
-        """Keep only entries `start + keep` of the window that begins at `start`, moved to `start..`.
-
-        After a tree verification `keep` lists the accepted path's node indices (root first); their K/V
-        (rotated for positions start + depth, which equal their new indices) land contiguously.
-        """
-        keep = keep.to(torch.long)
-        for layer in cache.layers:
-            if getattr(layer, "keys", None) is None:
-                raise NotImplementedError(f"cannot compact cache layer {type(layer).__name__} (no keys tensor)")
-            idx = keep.to(layer.keys.device) + start
-            n = idx.numel()
-            layer.keys[:, :, start : start + n] = layer.keys.index_select(2, idx)
-            layer.values[:, :, start : start + n] = layer.values.index_select(2, idx)
-        TargetModel.crop_cache(cache, start + keep.numel())
+    cache_length = staticmethod(cache_length)
+    crop_cache = staticmethod(crop_cache)
+    compact_cache = staticmethod(compact_cache)

@@ -1,16 +1,20 @@
-"""`GrowingKVLayer`: a transformers cache layer that appends into preallocated storage.
+"""The target's KV cache: a transformers `DynamicCache` whose layers grow in place, and the operations
+speculative decoding applies to it (length, crop, and the compaction after a tree verification).
+
+`GrowingKVLayer` is a transformers cache layer that appends into preallocated storage.
 
 transformers' `DynamicLayer` concatenates every step (`torch.cat([keys, new])`), which copies the whole
 cache once per generated token: on a CPU, at batch 16 and a few hundred tokens, that copy costs about as
 much as reading the model's weights. This layer keeps K/V in buffers with spare capacity (doubled when
 full) and exposes `keys` / `values` as views of the filled part, so an append writes only the new
-entries. Cropping and compaction (`TargetModel.crop_cache` / `compact_cache`) keep working: they slice
-or write those views in place, and the next append continues after the current length.
+entries. Cropping and compaction (`crop_cache` / `compact_cache`) keep working: they slice or write those
+views in place, and the next append continues after the current length.
 """
 
 from __future__ import annotations
 
 import torch
+from transformers import DynamicCache
 from transformers.cache_utils import DynamicLayer
 
 MIN_CAPACITY = 256
@@ -50,3 +54,45 @@ class GrowingKVLayer(DynamicLayer):
         self.keys = self._key_buf[..., : n + add, :]
         self.values = self._value_buf[..., : n + add, :]
         return self.keys, self.values
+
+
+def new_cache(config: object) -> DynamicCache:
+    """A KV cache for a model of HF config `config` whose full-attention layers are `GrowingKVLayer`s."""
+    cache = DynamicCache(config=config)
+    cache.layers = [GrowingKVLayer() if type(layer) is DynamicLayer else layer for layer in cache.layers]
+    return cache
+
+
+def cache_length(cache: DynamicCache) -> int:
+    """How many positions the cache holds."""
+    return cache.get_seq_length()
+
+
+def crop_cache(cache: DynamicCache, length: int) -> None:
+    """Drop every entry at index >= `length`.
+
+    Uses the negative form of `Cache.crop` (remove n entries), the one both transformers 5.17
+    (where a positive value means a final length) and 5.24+ (where it is an error) accept.
+    """
+    remove = cache.get_seq_length() - length
+    if remove < 0:
+        raise ValueError(f"cannot crop a cache of length {cache.get_seq_length()} to {length}")
+    if remove:
+        cache.crop(-remove)
+
+
+def compact_cache(cache: DynamicCache, start: int, keep: torch.Tensor) -> None:
+    """Keep only entries `start + keep` of the window that begins at `start`, moved to `start..`.
+
+    After a tree verification `keep` lists the accepted path's node indices (root first); their K/V
+    (rotated for positions start + depth, which equal their new indices) land contiguously.
+    """
+    keep = keep.to(torch.long)
+    for layer in cache.layers:
+        if getattr(layer, "keys", None) is None:
+            raise NotImplementedError(f"cannot compact cache layer {type(layer).__name__} (no keys tensor)")
+        idx = keep.to(layer.keys.device) + start
+        n = idx.numel()
+        layer.keys[:, :, start : start + n] = layer.keys.index_select(2, idx)
+        layer.values[:, :, start : start + n] = layer.values.index_select(2, idx)
+    crop_cache(cache, start + keep.numel())

@@ -9,7 +9,7 @@ import torch
 from hydra.errors import ConfigCompositionException
 
 from domino_train import CONF_DIR
-from domino_train.train import drafter_config
+from domino_train.run.train import drafter_config
 from inference import DominoDrafter, load_target
 
 EXPERIMENTS = sorted(p.stem for p in (Path(CONF_DIR) / "experiment").glob("*.yaml"))

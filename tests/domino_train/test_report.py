@@ -15,7 +15,7 @@ from domino_train.report import wandb_api
 from domino_train.report.local_runs import load_run
 from domino_train.report.plots import x_values
 from domino_train.report.wandb_file import merge, offline_run_files, read_wandb_file
-from domino_train.train import train
+from domino_train.run.train import train
 
 VARIANTS = {"domino": [], "dflash": ["drafter.head=null"]}
 

@@ -20,7 +20,7 @@ import torch
 
 from domino_train.cli.report import main as report_main
 from domino_train.report.wandb_file import offline_run_files, read_wandb_file
-from domino_train.run_status import read_status
+from domino_train.run.status import read_status
 from slurm_cluster import wait_for
 
 pytestmark = pytest.mark.slurm

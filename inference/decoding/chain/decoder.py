@@ -70,15 +70,15 @@ def draft_chain(
     if not use_head or head is None:
         tokens, probs = pick(base)
         scores = _logprob(base, tokens).cumsum(0).tolist() if scored else None
-        full = None if probs is None else drafter.full_vocab_probs(probs)
-        return ChainDraft(drafter.to_target_ids(tokens), full, scores)
+        full = None if probs is None else drafter.vocab.full_vocab_probs(probs)
+        return ChainDraft(drafter.vocab.to_target_ids(tokens), full, scores)
     prefix = min(drafter.config.pure_draft_prefix_len, num_tokens)
     tokens, probs, logprobs = [], [], []
     if prefix:
         t, q = pick(base[:prefix])
         if scored:
             logprobs.append(_logprob(base[:prefix], t))
-        tokens.append(drafter.to_target_ids(t))
+        tokens.append(drafter.vocab.to_target_ids(t))
         probs.append(q)
     # GRU steps from the input projection and the raw cell (not the nn.GRU module): same math, less overhead.
     state = head.init_state(1, h.device, h.dtype)
@@ -89,12 +89,12 @@ def draft_chain(
         t, q = pick(logits)
         if scored:
             logprobs.append(_logprob(logits, t))
-        t = drafter.to_target_ids(t)
+        t = drafter.vocab.to_target_ids(t)
         tokens.append(t)
         probs.append(q)
         if j + 1 < num_tokens:
             state = head.step_projected(head.input_projection(drafter.embed(t).to(h.dtype)), state)
-    full = None if probs[0] is None else drafter.full_vocab_probs(torch.cat(probs))
+    full = None if probs[0] is None else drafter.vocab.full_vocab_probs(torch.cat(probs))
     scores = torch.cat(logprobs).cumsum(0).tolist() if scored else None
     return ChainDraft(torch.cat(tokens), full, scores)
 

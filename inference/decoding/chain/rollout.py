@@ -31,14 +31,15 @@ class GreedyChainRollout:
     @torch.inference_mode()
     def _rollout(self) -> None:
         head, h, base, d = self.head, self.hidden, self.base, len(self.tokens)
+        to_target = self.drafter.vocab.to_target_ids
         prefix = min(self.prefix, d)
         if prefix:
-            self.tokens[:prefix].copy_(self.drafter.to_target_ids(base[:prefix].argmax(-1)))
+            self.tokens[:prefix].copy_(to_target(base[:prefix].argmax(-1)))
         state = head.init_state(1, h.device, h.dtype)
         for x in self.drafter.embed(torch.cat([self.root, self.tokens[:prefix]])).to(h.dtype):
             state = head.step(x.unsqueeze(0), state)
         for j in range(prefix, d):
-            token = self.drafter.to_target_ids((base[j : j + 1] + head.correction(h[j : j + 1], state)).argmax(-1))
+            token = to_target((base[j : j + 1] + head.correction(h[j : j + 1], state)).argmax(-1))
             self.tokens[j : j + 1].copy_(token)
             if j + 1 < d:
                 state = head.step(self.drafter.embed(token).to(h.dtype), state)

@@ -85,8 +85,7 @@ class TreeDecoder(SpeculativeDecoder):
         base = self.drafter.lm_head(hidden)
         t1 = self.clock.now()
         if self.expander is None:
-            token_map = self.drafter.draft_to_target() if self.drafter.has_draft_vocab else None
-            tree = build_ddtree(base, self.node_budget, depth, token_map)
+            tree = build_ddtree(base, self.node_budget, depth, self.drafter.vocab.draft_to_target())
             t2 = t3 = self.clock.now()
         else:
             expander = self.expander.prepare(hidden, base, state.root)

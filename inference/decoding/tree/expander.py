@@ -43,7 +43,7 @@ class FastDominoExpander:
         d, h, g, v = cfg.num_draft_tokens, cfg.hidden_size, cfg.gru_hidden_dim, cfg.output_vocab_size
         self.drafter, self.head = drafter, head
         # Logit columns -> target ids (a draft vocabulary); top-M and W2 rows stay in draft ids.
-        self.token_map = drafter.draft_to_target() if drafter.has_draft_vocab else None
+        self.token_map = drafter.vocab.draft_to_target()
         self.top_m, self.prefix, self.width = top_m, cfg.pure_draft_prefix_len, max(width, 1)
         self.k = min(node_topk, top_m or v)
         self.k_base = min(node_topk, v)

@@ -10,8 +10,8 @@ from domino_train.data.prepare import prepare
 from domino_train.data.regenerate import regenerate, request_seed
 from domino_train.data.shards import list_shards, read_shards
 from domino_train.data.sources import LocalFiles
+from inference.decoding.batch_generation import generate_batch
 from inference.decoding.sampling import SamplingParams
-from inference.targets.batch_generation import generate_batch
 
 
 @pytest.fixture

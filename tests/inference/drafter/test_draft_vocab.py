@@ -11,15 +11,16 @@ import torch
 from inference import DominoDrafter, DrafterCheckpointError
 from inference.decoding import DecodeOptions, TreeOptions, build_decoder
 from inference.decoding.sampling import SamplingParams
+from inference.drafter.draft_vocab import DraftVocab
 
 
 def _subset_drafter(trained: DominoDrafter, target, ids: torch.Tensor) -> DominoDrafter:
     """`trained` restricted to the target ids `ids`: same backbone and GRU, W2 rows of those ids."""
     cfg = dataclasses.replace(trained.config, draft_vocab_size=len(ids))
     sub = DominoDrafter(cfg).bind_target(target.embed_tokens, target.lm_head)
-    sub.set_draft_vocab(ids)
+    sub.vocab.set_ids(ids)
     state = {k: v for k, v in trained.state_dict().items() if k != "head.embed_proj.2.weight"}
-    state["head.embed_proj.2.weight"] = trained.head.embed_proj[2].weight[sub.draft_to_target()]
+    state["head.embed_proj.2.weight"] = trained.head.embed_proj[2].weight[sub.vocab.draft_to_target()]
     state["d2t"], state["t2d"] = sub.d2t.clone(), sub.t2d.clone()
     sub.load_state_dict(state)
     return sub.eval().requires_grad_(False)
@@ -36,27 +37,27 @@ def subset(qwen_target, trained_drafter):
 
 def test_the_maps_are_eagle3s_and_invert_each_other(qwen_target, make_drafter):
     drafter = make_drafter(qwen_target, draft_vocab_size=5)
-    drafter.set_draft_vocab(torch.tensor([40, 3, 7, 100, 9]))
-    assert drafter.draft_to_target().tolist() == [3, 7, 9, 40, 100]  # sorted: d2t offsets are >= 0
+    drafter.vocab.set_ids(torch.tensor([40, 3, 7, 100, 9]))
+    assert drafter.vocab.draft_to_target().tolist() == [3, 7, 9, 40, 100]  # sorted: d2t offsets are >= 0
     assert drafter.d2t.tolist() == [3, 6, 7, 37, 96] and int(drafter.t2d.sum()) == 5 and drafter.t2d[40]
-    draft, inside = drafter.to_draft_ids(torch.tensor([9, 8, 100]))
+    draft, inside = drafter.vocab.to_draft_ids(torch.tensor([9, 8, 100]))
     assert draft.tolist()[0::2] == [2, 4] and inside.tolist() == [True, False, True]
-    assert drafter.to_target_ids(torch.tensor([2, 4])).tolist() == [9, 100]
+    assert drafter.vocab.to_target_ids(torch.tensor([2, 4])).tolist() == [9, 100]
     q = torch.softmax(torch.randn(2, 5), -1)
-    full = drafter.full_vocab_probs(q)
+    full = drafter.vocab.full_vocab_probs(q)
     assert full.shape == (2, qwen_target.config.vocab_size) and torch.allclose(full.sum(-1), torch.ones(2))
     assert torch.equal(full[:, [3, 7, 9, 40, 100]], q) and full[:, 8].eq(0).all()
     with pytest.raises(ValueError, match="5 distinct ids"):
-        drafter.set_draft_vocab(torch.tensor([1, 1, 2, 3, 4]))
+        drafter.vocab.set_ids(torch.tensor([1, 1, 2, 3, 4]))
 
 
 def test_logits_are_the_lm_head_rows_of_the_subset(qwen_target, make_drafter):
     drafter = make_drafter(qwen_target, draft_vocab_size=32)
     ids = torch.randperm(qwen_target.config.vocab_size, generator=torch.Generator().manual_seed(0))[:32]
-    drafter.set_draft_vocab(ids)
+    drafter.vocab.set_ids(ids)
     h = torch.randn(3, 2, qwen_target.config.hidden_size)
     full = qwen_target.lm_head(h)
-    torch.testing.assert_close(drafter.lm_head(h), full[..., drafter.draft_to_target()])
+    torch.testing.assert_close(drafter.lm_head(h), full[..., drafter.vocab.draft_to_target()])
     assert drafter.head.embed_proj[2].weight.shape[0] == 32
 
 
@@ -73,7 +74,7 @@ def test_greedy_decoding_with_a_draft_vocabulary_is_lossless(qwen_target, subset
 
 def test_drafts_outside_the_subset_are_never_proposed(qwen_target, subset):
     drafter, seqs = subset
-    allowed = set(drafter.draft_to_target().tolist())
+    allowed = set(drafter.vocab.draft_to_target().tolist())
     decoder = build_decoder("domino", qwen_target, drafter, DecodeOptions(stop_token_ids=[]))
     state_tokens = []
     original = decoder.draft
@@ -131,3 +132,25 @@ def test_full_vocabulary_checkpoints_keep_the_public_layout(qwen_target, make_dr
 
     with safe_open(str(tmp_path / "d" / "model.safetensors"), framework="pt") as f:
         assert not {"d2t", "t2d"} & set(f.keys())
+
+
+def test_without_a_subset_every_map_is_the_identity(qwen_target, make_drafter):
+    drafter = make_drafter(qwen_target)
+    ids = torch.tensor([5, 0, 7])
+    assert not drafter.vocab.is_subset and drafter.vocab.draft_to_target() is None
+    assert drafter.vocab.to_target_ids(ids) is ids and drafter.vocab.to_draft_ids(ids)[1].all()
+    assert drafter.vocab.problems() == [] and not {"d2t", "t2d"} & set(drafter.state_dict())
+
+
+def test_the_choice_takes_the_most_frequent_labels_and_reports_coverage():
+    vocab = DraftVocab(torch.nn.Module(), 2, 6)
+    train = torch.tensor([0, 5, 1, 5, 9, 0])
+    report = vocab.choose(train, torch.tensor([1, 1, 0, 0, 2, 0]))
+    assert vocab.draft_to_target().tolist() == [1, 4]  # 9, then the first of the two 5s
+    assert report == {
+        "size": 2,
+        "train_labels": 20,
+        "distinct_train_labels": 4,
+        "coverage_train": 0.7,
+        "coverage_val": 0.75,
+    }

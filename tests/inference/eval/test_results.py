@@ -1,8 +1,10 @@
 import json
 
+import pytest
+
 from inference.decoding.stats import GenerationStats
 from inference.eval.records import Record
-from inference.eval.results import markdown, summarize, write_outputs
+from inference.eval.results import ResultsFileError, markdown, read_results, summarize, write_outputs
 
 
 def _record(method, prompt_id, tokens, accept_lengths, decode_s, dataset="mt-bench", turn=0):
@@ -107,3 +109,13 @@ def test_a_set_whose_prompts_were_all_skipped_is_not_called_lossless(tmp_path):
     assert results["humaneval"]["domino"]["lossless"] is None and results["mt-bench"]["domino"]["lossless"] is True
     table = markdown(results, "# t")
     assert "| humaneval | domino | - | - | - | 0 | 0 | 2 | - (all 2 prompts skipped) |" in table
+
+
+def test_the_results_file_reads_back_and_other_files_are_refused(tmp_path):
+    write_outputs(tmp_path, _records(), check_lossless=True, meta={"target": "tiny"})
+    assert read_results(tmp_path / "results.json")["mean"]["domino"]["tau"] == 2.0
+    (tmp_path / "rows.json").write_text(json.dumps({"rows": []}))
+    (tmp_path / "broken.json").write_text("{")
+    for name, problem in [("missing.json", "does not exist"), ("broken.json", "is not JSON"), ("rows.json", "not a")]:
+        with pytest.raises(ResultsFileError, match=f"{problem}.*pass the results.json that domino-decode wrote"):
+            read_results(tmp_path / name)

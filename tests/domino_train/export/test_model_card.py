@@ -5,9 +5,10 @@ import json
 import pytest
 
 from domino_train.cli.export import main as export_main
-from domino_train.model_card import read_decode_results, write_model_card
+from domino_train.export.model_card import write_model_card
 from inference import DrafterConfig
 from inference.drafter.serving import serving_line, with_serving_section
+from inference.eval.results import read_results
 from inference.targets.tiny import tiny_target
 
 MANIFEST = {
@@ -78,7 +79,7 @@ def test_export_refuses_a_file_that_is_not_decode_results(tmp_path):
     bad = tmp_path / "results.json"
     bad.write_text(json.dumps({"rows": []}))
     with pytest.raises(ValueError, match="not a domino-decode results.json"):
-        read_decode_results(bad)
+        read_results(bad)
     with pytest.raises(SystemExit, match="not a domino-decode results.json"):
         export_main([str(tmp_path / "any.ckpt"), str(tmp_path / "out"), "--decode-results", str(bad)])
     assert not (tmp_path / "out").exists()  # refused before anything was written

@@ -26,7 +26,7 @@ from typing import Any
 
 from omegaconf import OmegaConf
 
-from domino_train.variant import variant_tags
+from domino_train.run.variant import variant_tags
 
 _LAUNCH_TIME = datetime.now().strftime("%Y-%m-%d_%H-%M-%S")  # one value per process, like Hydra's cached ${now:}
 _MAX_ID = 64

@@ -35,7 +35,7 @@ from hydra.experimental.callback import Callback
 from lightning.fabric.plugins.environments import SLURMEnvironment
 from omegaconf import DictConfig
 
-from domino_train.resolvers import gpus_per_node
+from domino_train.run.resolvers import gpus_per_node
 
 # conf/hydra/launcher/submitit_{slurm,local}.yaml shadow the plugin's configs of the same name on purpose
 # (the usual `hydra/launcher=submitit_slurm` gets the interpolated counts), and Hydra validates every knob

@@ -17,7 +17,7 @@ from typing import Any
 
 from omegaconf import DictConfig
 
-from domino_train.variant import variant_config
+from domino_train.run.variant import canonical_recipe, variant_config
 
 log = logging.getLogger(__name__)
 IDENTITY_FILE = "run_identity.json"
@@ -60,7 +60,7 @@ def check_identity(run_dir: Path, identity: dict[str, Any]) -> None:
     path = run_dir / IDENTITY_FILE
     if not path.is_file():
         return
-    recorded = json.loads(path.read_text())
+    recorded = canonical_recipe(json.loads(path.read_text()))  # a record written before a `_target_` moved
     diff = sorted(k for k in recorded.keys() | identity.keys() if recorded.get(k) != identity.get(k))
     if diff:
         shown = ", ".join(f"{k}: {recorded.get(k)!r} -> {identity.get(k)!r}" for k in diff[:4])

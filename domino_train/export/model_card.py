@@ -190,11 +190,3 @@ def rewrite_serving_section(dirpath: str | Path) -> Path:
     path = dirpath / "README.md"
     path.write_text(with_serving_section(path.read_text(), hf_config))
     return path
-
-
-def read_decode_results(path: str | Path) -> dict[str, Any]:
-    """A `domino-decode` results.json, refused with a clear message when it is not one."""
-    data = json.loads(Path(path).read_text())
-    if not isinstance(data, dict) or "results" not in data:
-        raise ValueError(f"{path}: not a domino-decode results.json (no 'results' key)")
-    return data

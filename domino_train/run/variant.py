@@ -13,6 +13,8 @@ from typing import Any
 
 from omegaconf import DictConfig, OmegaConf
 
+from domino_train.run.moved_targets import current_target
+
 # Sections (or single keys) that define the recipe; `data` minus what only moves bytes around.
 RECIPE_KEYS = ("task_name", "target", "drafter", "train", "data", "trainer.max_steps", "trainer.max_epochs")
 NOT_RECIPE = ("data.seed", "data.target", "data.num_workers", "target.device")
@@ -39,13 +41,20 @@ def variant_config(cfg: DictConfig | Mapping[str, Any]) -> dict[str, Any]:
     """The recipe keys of a run, flattened to `section.key` (no seed: seeds repeat a variant)."""
     flat: dict[str, Any] = {}
     _flatten(as_container(cfg), "", flat)
-    keep = {}
-    for key, value in flat.items():
-        if any(key == k or key.startswith(k + ".") for k in RECIPE_KEYS) and not any(
-            key == k or key.startswith(k + ".") for k in NOT_RECIPE
-        ):
-            keep[key] = value
-    return keep
+    return canonical_recipe(
+        {
+            key: value
+            for key, value in flat.items()
+            if any(key == k or key.startswith(k + ".") for k in RECIPE_KEYS)
+            and not any(key == k or key.startswith(k + ".") for k in NOT_RECIPE)
+        }
+    )
+
+
+def canonical_recipe(flat: Mapping[str, Any]) -> dict[str, Any]:
+    """Flat recipe keys with every moved `_target_` at its current path (`moved_targets`): a run recorded
+    before a move is the same recipe as one configured after it."""
+    return {k: current_target(v) if k.split(".")[-1] == "_target_" else v for k, v in flat.items()}
 
 
 def _get(cfg: DictConfig | Mapping[str, Any], dotted: str) -> Any:

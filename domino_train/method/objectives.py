@@ -12,11 +12,12 @@ the base logits and of the final (head-corrected) logits with the curriculum wei
 from __future__ import annotations
 
 import math
-from collections.abc import Callable
 from dataclasses import dataclass
 
 import torch
 import torch.nn.functional as F
+
+from inference.drafter.draft_vocab import DraftVocab
 
 
 def sample_anchors(loss_mask: torch.Tensor, num_anchors: int, generator: torch.Generator) -> torch.Tensor:
@@ -82,14 +83,9 @@ def block_targets(
     )
 
 
-def restrict_to_draft_vocab(
-    targets: BlockTargets, to_draft_ids: Callable[[torch.Tensor], tuple[torch.Tensor, torch.Tensor]]
-) -> BlockTargets:
-    """Labels in draft-vocabulary ids; labels outside the subset keep counting as misses but weigh 0.
-
-    `to_draft_ids`: target ids -> (draft ids, inside) (`DominoDrafter.to_draft_ids`).
-    """
-    ids, inside = to_draft_ids(targets.labels)
+def restrict_to_draft_vocab(targets: BlockTargets, vocab: DraftVocab) -> BlockTargets:
+    """Labels in draft-vocabulary ids; labels outside the subset keep counting as misses but weigh 0."""
+    ids, inside = vocab.to_draft_ids(targets.labels)
     inside = inside & targets.valid
     return BlockTargets(
         labels=torch.where(inside, ids, 0),

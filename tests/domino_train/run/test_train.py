@@ -8,10 +8,10 @@ import torch
 from lightning.pytorch.callbacks import Callback
 
 from domino_train.cli.export import main as export_main
-from domino_train.export import export_checkpoint
-from domino_train.resume import resolve_ckpt_path
-from domino_train.train import build, train
-from inference import DominoDrafter, DrafterCheckpointError, tiny_target
+from domino_train.export.folder import export_checkpoint
+from domino_train.run.resume import resolve_ckpt_path
+from domino_train.run.train import build, train
+from inference import DominoDrafter, tiny_target
 from inference.drafter.serving import serving_line, serving_section
 
 
@@ -269,7 +269,7 @@ def test_distillation_draft_vocabulary_and_target_init_train_and_export(tmp_path
     assert drafter.config.draft_vocab_size == 24 and torch.equal(drafter.d2t, module.drafter.d2t.cpu())
     # The vocabulary is the 24 most frequent distilled labels of the 16 training rows.
     counts = module.trainer.datamodule.train_set.label_counts(drafter.config.vocab_size)
-    assert counts[drafter.draft_to_target()].min() >= counts.sort(descending=True).values[23]
+    assert counts[drafter.vocab.draft_to_target()].min() >= counts.sort(descending=True).values[23]
     # Online features give the same distilled labels, hence the same losses.
     online = Recorder()
     _fit(
@@ -285,7 +285,7 @@ def test_training_rows_that_share_an_id_with_validation_rows_are_dropped(tmp_pat
     (tmp_path / "copy").mkdir()
     again, _ = _tokenized_set(tmp_path / "copy", "a", first=0, n=10)  # same source and ids
     data = ["data=tokenized", f"data.path={train_a}", f"data.val_path={again}", "data.val_size=4"]
-    from domino_train.train import build
+    from domino_train.run.train import build
 
     _, datamodule, _ = build(tiny_cfg(*data))
     datamodule.setup()
@@ -302,43 +302,6 @@ def test_distillation_refuses_caches_without_next_ids(tmp_path, tiny_cfg):
         save_file(tensors, shard, metadata={"first_row": "0"})
     with pytest.raises(ValueError, match="holds no next_ids"):
         _fit(tiny_cfg(*DISTILL, f"data.path={train_a}", f"data.features_path={feats_a}"))
-
-
-def test_export_refuses_bad_checkpoints(tmp_path):
-    with pytest.raises(SystemExit, match="no such checkpoint"):
-        export_main([str(tmp_path / "missing.ckpt"), str(tmp_path / "out")])
-    (tmp_path / "bad.ckpt").write_bytes(b"not a checkpoint")
-    with pytest.raises(DrafterCheckpointError, match="cannot read the checkpoint"):
-        export_checkpoint(tmp_path / "bad.ckpt", tmp_path / "out")
-    torch.save({"state_dict": {}}, tmp_path / "foreign.ckpt")
-    with pytest.raises(DrafterCheckpointError, match="no drafter_config"):
-        export_checkpoint(tmp_path / "foreign.ckpt", tmp_path / "out")
-
-
-class _RunsCode:
-    """Unpickling this touches `marker`: the shape of any pickle that runs code on load."""
-
-    def __init__(self, marker: Path) -> None:
-        self.marker = marker
-
-    def __reduce__(self):
-        return (Path.touch, (self.marker,))
-
-
-@pytest.mark.parametrize("layout", ["ckpt", "zero"])
-def test_export_never_runs_code_from_a_checkpoint(tmp_path, layout):
-    marker = tmp_path / "ran"
-    payload = {"drafter_config": {}, "state_dict": {}, "callbacks": _RunsCode(marker)}
-    if layout == "ckpt":
-        path = tmp_path / "sent.ckpt"
-        torch.save(payload, path)
-    else:
-        path = tmp_path / "sent_zero.ckpt"
-        (path / "checkpoint").mkdir(parents=True)
-        torch.save(payload, path / "checkpoint" / "zero_pp_rank_0_mp_rank_00_optim_states.pt")
-    with pytest.raises(DrafterCheckpointError, match=r"refused, loading it would run code: .*pathlib"):
-        export_checkpoint(path, tmp_path / "out")
-    assert not marker.exists() and not (tmp_path / "out").exists()
 
 
 @pytest.mark.slow

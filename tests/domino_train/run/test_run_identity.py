@@ -4,9 +4,9 @@ import json
 
 import pytest
 
-from domino_train.resolvers import default_run_id, gpus_per_node, run_key
-from domino_train.resume import IDENTITY_FILE, ResumeMismatchError, record_identity, resolve_ckpt_path
-from domino_train.variant import variant_config, variant_tags
+from domino_train.run.resolvers import default_run_id, gpus_per_node, run_key
+from domino_train.run.resume import IDENTITY_FILE, ResumeMismatchError, record_identity, resolve_ckpt_path
+from domino_train.run.variant import variant_config, variant_tags
 
 
 def test_run_id_is_the_slurm_job_inside_a_batch_job_only(monkeypatch):

@@ -21,7 +21,7 @@ from lightning.pytorch import Trainer
 import fake_slurm
 from domino_train import CONF_DIR
 from domino_train.cli.train import main as train_main
-from domino_train.train import build
+from domino_train.run.train import build
 
 SLURM_ENV = {
     "SLURM_JOB_ID": "77",

@@ -4,8 +4,8 @@ import pytest
 import torch
 from lightning.pytorch.strategies import DeepSpeedStrategy
 
-from domino_train.strategies import CPUDeepSpeedStrategy, deepspeed_strategy
-from domino_train.train import build, train
+from domino_train.run.strategies import CPUDeepSpeedStrategy, deepspeed_strategy
+from domino_train.run.train import build, train
 
 pytestmark = pytest.mark.gpu
 

@@ -5,7 +5,7 @@ import torch
 from hydra.utils import instantiate
 from lightning.pytorch.strategies import DeepSpeedStrategy
 
-from domino_train.strategies import CPUDeepSpeedStrategy, deepspeed_strategy
+from domino_train.run.strategies import CPUDeepSpeedStrategy, deepspeed_strategy
 
 
 @pytest.mark.parametrize("accelerator", ["cpu", "gpu", None], ids=["cpu", "gpu_accelerator", "none"])

@@ -2,7 +2,7 @@
 
 import csv
 
-from domino_train.loggers import AblationWandbLogger, ResumableCSVLogger
+from domino_train.run.loggers import AblationWandbLogger, ResumableCSVLogger
 
 
 def _rows(path):

@@ -15,7 +15,7 @@ from typing import Any
 import torch
 import yaml
 
-from domino_train.model_card import write_model_card
+from domino_train.export.model_card import write_model_card
 from inference.drafter import DominoDrafter
 from inference.drafter.checkpoint import DrafterCheckpointError, save_checkpoint
 from inference.drafter.config import DrafterConfig

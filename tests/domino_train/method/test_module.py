@@ -1,6 +1,6 @@
 import torch
 
-from domino_train.objectives import block_targets, sample_anchors
+from domino_train.method.objectives import block_targets, sample_anchors
 
 
 def _blocks(drafter, target, seed=0):

@@ -20,8 +20,8 @@ from typing import Any
 import lightning as L
 import torch
 
-from domino_train.model_card import run_metrics
-from domino_train.objectives import (
+from domino_train.export.model_card import run_metrics
+from domino_train.method.objectives import (
     acceptance_stats,
     block_targets,
     domino_loss,
@@ -30,7 +30,7 @@ from domino_train.objectives import (
     sample_anchors,
     warmup_cosine,
 )
-from domino_train.target_init import INITS, init_from_target
+from domino_train.method.target_init import INITS, init_from_target
 from inference.drafter import DominoDrafter
 from inference.drafter.config import DrafterConfig
 from inference.targets.adapter import TargetModel
@@ -41,7 +41,7 @@ CAUSAL_INPUTS = ("teacher_forced", "ttt")
 class DominoLitModule(L.LightningModule):
     def __init__(
         self,
-        drafter_config: dict[str, Any],
+        drafter_config: DrafterConfig,
         target: Callable[..., TargetModel],
         num_anchors: int = 256,
         gamma: float = 7.0,
@@ -65,8 +65,10 @@ class DominoLitModule(L.LightningModule):
         if init not in INITS:
             raise ValueError(f"drafter.init must be one of {INITS}, got {init!r}")
         lambda_at(0, 1, lambda_start, decay_ratio, curriculum)  # validates the curriculum name now
-        self.save_hyperparameters(ignore=["target"])
-        self.config = DrafterConfig.from_hf_dict(drafter_config)
+        self.save_hyperparameters(ignore=["target", "drafter_config"])
+        # Logged and checkpointed in its config.json form (the record format); training builds from the config.
+        self.save_hyperparameters({"drafter_config": drafter_config.to_hf_dict(), **self.hparams})
+        self.config = drafter_config
         self.drafter = DominoDrafter(self.config)
         self.target_factory = target
         self.target: TargetModel | None = None
@@ -85,7 +87,7 @@ class DominoLitModule(L.LightningModule):
         self.distill = getattr(datamodule, "labels", "text") == "target"
         if first and self.hparams.init == "target":
             init_from_target(self.drafter, self.target)
-        if first and self.drafter.has_draft_vocab:
+        if first and self.drafter.vocab.is_subset:
             self.data_manifest["draft_vocab"] = self._choose_draft_vocab(datamodule)
         cached = getattr(datamodule, "feature_layer_ids", None)
         if cached is not None and list(cached) != self.config.target_layer_ids:
@@ -96,7 +98,7 @@ class DominoLitModule(L.LightningModule):
 
     def _choose_draft_vocab(self, datamodule: Any) -> dict[str, Any]:
         """The N most frequent training labels become the draft vocabulary; returns its coverage."""
-        n, v = self.config.draft_vocab_size, self.config.vocab_size
+        v = self.config.vocab_size
         train_set = getattr(datamodule, "train_set", None)
         if train_set is None or not hasattr(train_set, "label_counts"):
             raise ValueError("draft_vocab_size needs a data module whose rows can be counted (TokenizedDataModule)")
@@ -107,14 +109,9 @@ class DominoLitModule(L.LightningModule):
             def predict(ids: torch.Tensor) -> torch.Tensor:
                 return self.target(ids.unsqueeze(0).to(self.target.device)).logits[0].argmax(-1).cpu()
 
-        counts = train_set.label_counts(v, predict)
-        ids = counts.argsort(descending=True, stable=True)[:n]
-        self.drafter.set_draft_vocab(ids)
-        report = {"size": n, "train_labels": int(counts.sum()), "distinct_train_labels": int((counts > 0).sum())}
-        report["coverage_train"] = round(float(counts[ids].sum() / counts.sum().clamp(min=1)), 5)
-        if getattr(datamodule, "val_set", None) is not None:
-            val = datamodule.val_set.label_counts(v, predict)
-            report["coverage_val"] = round(float(val[ids].sum() / val.sum().clamp(min=1)), 5)
+        val_set = getattr(datamodule, "val_set", None)
+        val = val_set.label_counts(v, predict) if val_set is not None else None
+        report = self.drafter.vocab.choose(train_set.label_counts(v, predict), val)
         print(f"draft vocabulary: {report}")
         return report
 
@@ -161,8 +158,8 @@ class DominoLitModule(L.LightningModule):
             self.hparams.gamma,
             next_ids if self.distill else None,
         )
-        if self.drafter.has_draft_vocab:
-            targets = restrict_to_draft_vocab(targets, self.drafter.to_draft_ids)
+        if self.drafter.vocab.is_subset:
+            targets = restrict_to_draft_vocab(targets, self.drafter.vocab)
         hidden = self.drafter.forward_blocks(features, ids, anchors, use_flex=self._use_flex())
         if self.drafter.head is not None and self.hparams.causal_input == "ttt":
             logits = self.drafter.rollout_logits(hidden, targets.causal_tokens[..., 0])

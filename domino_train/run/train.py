@@ -12,10 +12,11 @@ from lightning.pytorch.callbacks import ProgressBar
 from lightning.pytorch.loggers import WandbLogger
 from omegaconf import DictConfig, OmegaConf
 
-from domino_train.module import DominoLitModule
-from domino_train.resume import record_identity, resolve_ckpt_path
-from domino_train.run_status import write_status
-from domino_train.slurm import cluster_plugins
+from domino_train.method.module import DominoLitModule
+from domino_train.run.moved_targets import upgrade_targets
+from domino_train.run.resume import record_identity, resolve_ckpt_path
+from domino_train.run.slurm import cluster_plugins
+from domino_train.run.status import write_status
 from inference.drafter.config import DrafterConfig
 from inference.precision import resolve_training_precision, training_target_dtype
 from inference.targets.adapter import TargetModel
@@ -26,7 +27,7 @@ log = logging.getLogger(__name__)
 def drafter_config(cfg: DictConfig, target: TargetModel) -> DrafterConfig:
     """The drafter for this target: `cfg.drafter` over the target's HF config (weights not needed).
 
-    `drafter.init` is not a shape: it goes to the module (see `domino_train.target_init`)."""
+    `drafter.init` is not a shape: it goes to the module (see `domino_train.method.target_init`)."""
     spec = OmegaConf.to_container(cfg.drafter, resolve=True)
     spec.pop("init", None)
     make = instantiate(spec)
@@ -35,7 +36,11 @@ def drafter_config(cfg: DictConfig, target: TargetModel) -> DrafterConfig:
 
 
 def build(cfg: DictConfig) -> tuple[DominoLitModule, L.LightningDataModule, L.Trainer]:
-    """Everything `train` fits, built from the config (the target's weights are loaded later, in setup)."""
+    """Everything `train` fits, built from the config (the target's weights are loaded later, in setup).
+
+    A config recorded by an earlier release (a run folder's `.hydra/config.yaml`, an export's
+    `training_config.yaml`) may name `_target_` paths that have moved since: they are upgraded first."""
+    upgrade_targets(cfg)
     L.seed_everything(cfg.seed, workers=True)
     precision = resolve_training_precision(cfg.trainer.precision, cfg.trainer.accelerator)
     dtype = training_target_dtype(cfg.target.get("dtype"), precision)
@@ -45,7 +50,7 @@ def build(cfg: DictConfig) -> tuple[DominoLitModule, L.LightningDataModule, L.Tr
     run_config = OmegaConf.to_container(cfg, resolve=True)
     run_config["trainer"]["precision"] = precision  # the card and training_config.yaml say what ran
     module = DominoLitModule(
-        drafter_config=config.to_hf_dict(),
+        drafter_config=config,
         target=target_factory,
         seed=cfg.seed,
         init=cfg.drafter.get("init", "random"),

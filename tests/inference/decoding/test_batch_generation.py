@@ -1,7 +1,7 @@
 import torch
 
+from inference.decoding.batch_generation import generate_batch
 from inference.decoding.sampling import SamplingParams
-from inference.targets.batch_generation import generate_batch
 
 
 def _prompts(target):

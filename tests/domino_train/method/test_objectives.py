@@ -4,7 +4,7 @@ import pytest
 import torch
 import torch.nn.functional as F
 
-from domino_train.objectives import (
+from domino_train.method.objectives import (
     acceptance_stats,
     block_targets,
     domino_loss,
@@ -14,6 +14,7 @@ from domino_train.objectives import (
     warmup_cosine,
     weighted_ce,
 )
+from inference.drafter.draft_vocab import DraftVocab
 
 
 def test_anchors_only_where_a_and_a_plus_1_are_assistant_tokens():
@@ -61,13 +62,9 @@ def test_distilled_labels_are_the_targets_choices_while_the_text_agrees():
 def test_labels_outside_the_draft_vocabulary_weigh_zero_but_count_as_misses():
     ids = torch.arange(0, 8).unsqueeze(0)
     t = block_targets(ids, torch.ones(1, 8, dtype=torch.long), torch.tensor([[0]]), 3, 7.0)  # labels 1, 2, 3
-    vocab = torch.tensor([1, 3])  # draft id 0 -> target 1, draft id 1 -> target 3
-
-    def to_draft(x):
-        inside = torch.isin(x, vocab)
-        return torch.where(x == 3, 1, 0), inside
-
-    r = restrict_to_draft_vocab(t, to_draft)
+    vocab = DraftVocab(torch.nn.Module(), 2, 8)
+    vocab.set_ids(torch.tensor([1, 3]))  # draft id 0 -> target 1, draft id 1 -> target 3
+    r = restrict_to_draft_vocab(t, vocab)
     assert r.labels[0, 0].tolist() == [0, 0, 1] and r.in_vocab[0, 0].tolist() == [True, False, True]
     assert r.weights[0, 0, 1] == 0 and r.weights[0, 0, 0] > 0
     logits = torch.full((1, 1, 3, 2), -9.0)

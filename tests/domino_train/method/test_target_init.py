@@ -1,7 +1,7 @@
 import pytest
 import torch
 
-from domino_train.target_init import init_from_target
+from domino_train.method.target_init import init_from_target
 
 
 @pytest.mark.parametrize("family", ["qwen3", "llama"])

@@ -1,0 +1,71 @@
+"""`DominoDataModule`: what every data module of training shares: the held-out split, the resumable
+sampler (the position inside the epoch is saved with every checkpoint) and the data manifest training
+records. `tokenized_module.py` and `synthetic_module.py` fill in where the rows come from."""
+
+from __future__ import annotations
+
+from typing import Any
+
+import lightning as L
+import torch
+from torch.utils.data import DataLoader, Dataset, Sampler
+
+from domino_train.data.rows import Rows, collate
+from domino_train.data.sampler import ResumableSampler
+
+
+class DominoDataModule(L.LightningDataModule):
+    """Shared: the held-out split, the resumable sampler, and the data manifest training records."""
+
+    def __init__(self, batch_size: int, val_size: int, max_length: int, num_workers: int, seed: int) -> None:
+        super().__init__()
+        self.batch_size, self.val_size, self.max_length = batch_size, val_size, max_length
+        self.num_workers, self.seed = num_workers, seed
+        self.manifest: dict[str, Any] = {}
+        self.train_set: Rows | None = None
+        self.val_set: Rows | None = None
+        self._sampler: ResumableSampler | None = None
+        self._resume: dict[str, int] | None = None
+
+    def _split(self, rows: Any, n: int, features: Any = None) -> None:
+        """Hold `val_size` random rows of one set out for validation; train on the rest."""
+        if n <= self.val_size:
+            raise ValueError(f"the data set has {n} rows; val_size={self.val_size} leaves none to train on")
+        order = torch.randperm(n, generator=torch.Generator().manual_seed(self.seed)).tolist()
+        sets = [(rows, features)]
+        self.val_set = Rows(sets, [(0, j) for j in sorted(order[: self.val_size])], self.max_length)
+        self.train_set = Rows(sets, [(0, j) for j in sorted(order[self.val_size :])], self.max_length)
+
+    def _loader(self, dataset: Dataset, sampler: Sampler) -> DataLoader:
+        return DataLoader(
+            dataset,
+            batch_size=self.batch_size,
+            sampler=sampler,
+            collate_fn=collate,
+            num_workers=self.num_workers,
+            drop_last=False,
+            persistent_workers=self.num_workers > 0,
+        )
+
+    def train_dataloader(self) -> DataLoader:
+        rank, world = (self.trainer.global_rank, self.trainer.world_size) if self.trainer else (0, 1)
+        self._sampler = ResumableSampler(len(self.train_set), self.batch_size, self.seed, True, rank, world)
+        if self._resume is not None:
+            self._sampler.resume_at(**self._resume)
+            self._resume = None
+        return self._loader(self.train_set, self._sampler)
+
+    def val_dataloader(self) -> DataLoader:
+        rank, world = (self.trainer.global_rank, self.trainer.world_size) if self.trainer else (0, 1)
+        return self._loader(self.val_set, ResumableSampler(len(self.val_set), self.batch_size, 0, False, rank, world))
+
+    def state_dict(self) -> dict[str, Any]:
+        """Where the training data stands: the epoch and the batches it has already delivered."""
+        if self.trainer is None:
+            return {}
+        progress = self.trainer.fit_loop.epoch_loop.batch_progress.current
+        return {"epoch": self.trainer.current_epoch, "batches_done": progress.processed}
+
+    def load_state_dict(self, state: dict[str, Any]) -> None:
+        if state:
+            self._resume = {"epoch": int(state["epoch"]), "batches_done": int(state["batches_done"])}
