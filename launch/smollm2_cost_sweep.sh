@@ -6,7 +6,8 @@
 #   PROMPTS=40 BUDGETS="4 8 16 32 auto" WINDOWS="full auto" REPEAT=16 launch/smollm2_cost_sweep.sh
 # One domino-decode run per setting (each with its own `ar`, prompt by prompt, in one process), written to
 # $OUT/budget_<b>, $OUT/window_<w>; REPEAT names a budget run twice ($OUT/budget_<b>_repeat), which
-# measures the run-to-run noise the comparison is judged against. Time it on a quiet machine.
+# measures the run-to-run noise the comparison is judged against. Time it on a quiet machine. The table of
+# every run (benchmarks/compare_runs.py) goes to $OUT/summary.md.
 set -euo pipefail
 cd "$(dirname "$0")/.."
 BIN=${BIN:-.venv/bin}
@@ -14,9 +15,11 @@ OUT=${OUT:-artifacts/runs/decode/cost_sweep}
 PROMPTS=${PROMPTS:-40}
 DRAFTERS=${DRAFTERS:-pretrained}  # holds smollm2-135m-domino and smollm2-135m-dflash
 
+runs=()
 decode() {  # run dir, then overrides
   local dir=$1
   shift
+  runs+=("$dir")
   if [[ -f "$dir/results.json" ]]; then
     echo "== $dir: done"
     return
@@ -36,3 +39,4 @@ for window in ${WINDOWS:-full auto}; do
   [[ $window == full ]] && value=null || value=$window
   decode "$OUT/window_$window" "methods=[ar,dflash,domino]" chain.window="$value"
 done
+"$BIN/python" benchmarks/compare_runs.py "${runs[@]}" | tee "$OUT/summary.md"

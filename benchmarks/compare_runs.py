@@ -1,0 +1,74 @@
+"""Several domino-decode runs side by side: one row per (dataset, method, run), for sweeps over a setting.
+
+    python benchmarks/compare_runs.py artifacts/runs/decode/cost_sweep/budget_*   # a folder or its results.json
+    python benchmarks/compare_runs.py RUN... --methods ddtree dominotree
+
+Each run's label is its folder name. Per row: tok/s, speedup over the run's own `ar`, tau, the mean draft
+size verified per round, predicted and realised tokens per round, and the divergence counts
+(exact / numerical / algorithmic). Runs decode with their own `ar`, so a speedup compares within a run;
+tok/s compares across runs only when the machine was equally quiet for all of them.
+"""
+
+from __future__ import annotations
+
+import argparse
+import sys
+from pathlib import Path
+
+HERE = Path(__file__).resolve().parent
+if str(HERE.parent) not in sys.path:  # the checkout's packages, whatever is installed
+    sys.path.insert(0, str(HERE.parent))
+
+from inference.eval.results import read_results  # noqa: E402
+
+HEADER = ["dataset", "method", "run", "tok/s", "speedup", "tau", "mean draft", "predicted", "realised", "e / n / a"]
+
+
+def _num(value: float | None, spec: str, suffix: str = "") -> str:
+    return "-" if value is None else f"{value:{spec}}{suffix}"
+
+
+def mean_draft(histogram: list[int] | None) -> float | None:
+    """The mean draft size of a histogram indexed by size (None without logged rounds)."""
+    rounds = sum(histogram or [])
+    return sum(n * c for n, c in enumerate(histogram)) / rounds if rounds else None
+
+
+def rows(paths: list[Path], methods: list[str] | None = None) -> list[list[str]]:
+    """The table's rows, sorted by dataset, then method, then the order the runs were given."""
+    table = []
+    for order, path in enumerate(paths):
+        results = read_results(path / "results.json" if path.is_dir() else path)["results"]
+        label = (path if path.is_dir() else path.parent).name
+        for dataset, by_method in results.items():
+            for method, s in by_method.items():
+                if methods and method not in methods:
+                    continue
+                div = s.get("divergences")
+                table.append(
+                    [dataset, method, label, _num(s.get("tokens_per_s"), ".1f"), _num(s.get("speedup"), ".2f", "x")]
+                    + [_num(s.get("tau"), ".2f"), _num(mean_draft(s.get("draft_size_histogram")), ".1f")]
+                    + [_num(s.get("predicted_tokens_per_round"), ".2f")]
+                    + [_num(s.get("realised_tokens_per_round"), ".2f")]
+                    + [" / ".join(str(v) for v in div.values()) if div else "-", order]
+                )
+    table.sort(key=lambda r: (r[0], r[1], r[-1]))
+    return [r[:-1] for r in table]
+
+
+def markdown(table: list[list[str]]) -> str:
+    lines = ["| " + " | ".join(HEADER) + " |", "|" + "---|" * len(HEADER)]
+    return "\n".join(lines + ["| " + " | ".join(r) + " |" for r in table])
+
+
+def main(argv: list[str] | None = None) -> int:
+    parser = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
+    parser.add_argument("runs", nargs="+", type=Path, help="domino-decode run folders (or their results.json)")
+    parser.add_argument("--methods", nargs="+", default=None, help="only these methods (default: every one)")
+    args = parser.parse_args(argv)
+    print(markdown(rows(args.runs, args.methods)))
+    return 0
+
+
+if __name__ == "__main__":
+    raise SystemExit(main())
