@@ -15,10 +15,10 @@ from __future__ import annotations
 import torch
 
 from checks.context import CheckFailed, Context, table
-from checks.decoding import divergence_counts, reference_setup, summarise, timed_runs
+from checks.decoding import divergence_counts, noise_floor, reference_setup, summarise, timed_runs
 from inference.decoding import DecodeOptions, TreeOptions, build_decoder
 from inference.decoding.budget import AUTO
-from inference.eval.divergence import ALGORITHMIC, measure_noise
+from inference.eval.divergence import ALGORITHMIC
 
 TREE_METHODS = {"ddtree": "dflash", "dominotree": "domino"}  # method -> the drafter it runs
 GPU_BUDGETS, GPU_MAX_BUDGET = [16, 32, 64, 128, 256], 256
@@ -47,9 +47,7 @@ def run(ctx: Context) -> tuple[dict, list]:
     budgets, max_budget = (DRY_BUDGETS, DRY_MAX_BUDGET) if ctx.dry_run else (GPU_BUDGETS, GPU_MAX_BUDGET)
     ar_runs = timed_runs(build_decoder("ar", target, None, DecodeOptions()), prompts, new_tokens)
     ar_outputs, ar_stats = [r.tokens for r in ar_runs], summarise(ar_runs)
-    floor = max(
-        measure_noise(target, p, out, max_budget + 1) or 0.0 for p, out in zip(prompts, ar_outputs, strict=True)
-    )
+    floor = noise_floor(target, prompts, ar_outputs, max_budget + 1)
     results: dict = {"ar": ar_stats, "noise_floor": floor, "methods": {}}
     rows, bugs = [], {}
     for method, drafter_key in TREE_METHODS.items():

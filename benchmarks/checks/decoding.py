@@ -75,6 +75,12 @@ def summarise(runs: list[Generation]) -> dict:
     }
 
 
+def noise_floor(target: TargetModel, prompts: list, ar_outputs: list, window: int) -> float:
+    """The run's noise floor: the largest over the prompts of `measure_noise` on `ar`'s own outputs, for
+    verify windows of `window` tokens (what a divergence within it is a numerical tie against)."""
+    return max(measure_noise(target, p, out, window) or 0.0 for p, out in zip(prompts, ar_outputs, strict=True))
+
+
 def divergence_counts(target: TargetModel, prompts: list, expected: list, got: list, floor: float) -> tuple[dict, dict]:
     """Counts of exact / numerical / algorithmic outputs against `expected` (ar's), and where each
     algorithmic divergence is (prompt index -> the measured divergence)."""
@@ -100,7 +106,7 @@ def run(ctx: Context) -> tuple[dict, list]:
         outputs[method], stats[method] = [r.tokens for r in runs], summarise(runs)
     ar_s = stats["ar"]["decode_s"]
     window = TreeOptions().budget + 1  # the widest verify window of the run: a tree's
-    floor = max(measure_noise(target, p, out, window) or 0.0 for p, out in zip(prompts, outputs["ar"], strict=True))
+    floor = noise_floor(target, prompts, outputs["ar"], window)
     diffs = {}
     for method in METHODS:
         counts, bugs = divergence_counts(target, prompts, outputs["ar"], outputs[method], floor)
