@@ -8,9 +8,12 @@ after a 200-token prompt: 77 % of the time in `aten::mm`, 211 linears at ~120 us
 1536 x 576 linear at 1-32 rows and makes the bf16 forward the fastest plain decoding on such a CPU.
 
 Numerics: with a batch-size hint of at least 2 the packed layout is the one the plain call reorders to,
-so the outputs are bit-identical to `F.linear` for 1-256 rows on SmolLM2's shapes (2 threads; with one
-thread for every row count tried). Hint 1 picks another layout: equal at few rows, a few ulps off from
-~33 rows on, so a prefill (and then every later logit) differs. Longer prefills (~300+ rows at 2 threads)
+so the outputs are bit-identical to a 2-D `F.linear` for 1-256 rows on SmolLM2's shapes (2 threads; with
+one thread for every row count tried), and a whole SmolLM2 forward (200-token prefill, then 1-32 tokens:
+logits and features) is bit-identical to the plain one. Hint 1 picks another layout: equal up to 32 rows,
+an ulp off here and there from 33 rows on, so a prefill (and then every later logit, by up to 0.5) differs.
+(Plain `F.linear` itself may round differently on a 3-D input with an unusual batch stride, e.g. a slice
+of a longer sequence; the packed op does not.) Longer prefills (~300+ rows at 2 threads)
 may round differently from the plain call whatever the hint; decoding stays lossless regardless, as AR
 and verification run the same packed target (`inference.eval.divergence`).
 
