@@ -112,9 +112,11 @@ def prepack_linears(model: nn.Module, batch_size_hint: int = BATCH_SIZE_HINT) ->
     The output embeddings (lm_head) keep their plain weight, which stays tied to the input embedding
     where the model ties them; the other linears keep only the packed copy."""
     lm_head = model.get_output_embeddings() if hasattr(model, "get_output_embeddings") else None
-    targets = [(name, m) for name, m in model.named_modules() if type(m) is nn.Linear]
-    for name, linear in targets:
+    names = [name for name, m in model.named_modules() if type(m) is nn.Linear]
+    for name in names:  # one at a time: each plain weight is freed before the next is packed (peak + 1 layer)
         parent_name, _, child = name.rpartition(".")
         parent = model.get_submodule(parent_name) if parent_name else model
+        linear = getattr(parent, child)
         setattr(parent, child, PrepackedLinear(linear, keep_weight=linear is lm_head, batch_size_hint=batch_size_hint))
-    return len(targets)
+        del linear
+    return len(names)
