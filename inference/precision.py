@@ -5,7 +5,10 @@ fp32 elsewhere; an explicit dtype always wins. Natively means an accelerator (CU
 whose kernels have bf16 instructions: x86 `avx512_bf16` or AMX (`amx_bf16`), Arm `bf16`. On such a CPU
 oneDNN's bf16 GEMM costs about the same for 1 to 16 rows while fp32 (MKL) jumps 2-3x from one row to four,
 so a verify window costs about one decode step only in bf16 (`benchmarks/verify_cost.py` measures it).
-Without those instructions bf16 is emulated and slower than fp32, so fp32 stays there.
+Without those instructions bf16 is emulated and slower than fp32, so fp32 stays there. A bf16 target on
+a CPU also keeps its linear weights prepacked in oneDNN's layout (`load_target(prepack="auto")`,
+`inference.targets.prepacked_linear`): without that, the per-call weight reorder makes a bf16 decode step
+slower than an fp32 one.
 
 Training follows the same rule as a Lightning precision: `auto` = `bf16-mixed` (autocast; master weights
 and optimizer state stay fp32) where bf16 is native, `32-true` elsewhere. The drafter always runs in its

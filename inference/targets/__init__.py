@@ -3,8 +3,9 @@
 `adapter.py` (`TargetModel`: logits plus the features of `target_layer_ids`, the tree forward),
 `kv_cache.py` (the target's KV cache: the in-place growing layer, its length, crop and compaction),
 `loader.py` (`load_target` by hub name, path or built-in name), `tiny.py` / `smollm2.py` (the built-in
-test and demo targets) and `mask_token.py` (which reserved id is MASK). Batched sampling from a target
-(the data pipeline's regeneration) is decoding: `inference.decoding.batch_generation`.
+test and demo targets), `mask_token.py` (which reserved id is MASK) and `prepacked_linear.py` (a bf16 CPU
+target's linears on weights prepacked once in oneDNN's layout, `load_target(prepack=...)`). Batched
+sampling from a target (the data pipeline's regeneration) is decoding: `inference.decoding.batch_generation`.
 """
 
 from inference.targets.adapter import TargetModel, TargetOutput

@@ -65,6 +65,8 @@ class TargetModel:
         params = inspect.signature(model.forward).parameters
         self._cache_kwarg = "cache" if "cache" in params else "past_key_values"
         self._mask_token_id = mask_token_id
+        # How many nn.Linear layers run on prepacked oneDNN weights (`load_target(prepack=...)`, prepacked_linear.py).
+        self.prepacked_linears = 0
 
     # --------------------------------------------------------------------------- properties
     @property

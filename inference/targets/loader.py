@@ -17,6 +17,7 @@ import torch
 
 from inference.precision import resolve_dtype
 from inference.targets.adapter import TargetModel
+from inference.targets.prepacked_linear import prepack_linears, resolve_prepack
 
 TINY_SPECS = {"tiny": "qwen3", "tiny-qwen3": "qwen3", "tiny-llama": "llama"}
 BUILTIN_SPECS = ("smollm2", *TINY_SPECS)
@@ -64,6 +65,7 @@ def load_target(
     mask_token_id: int | None = None,
     attn_implementation: str = "sdpa",
     chat_template_kwargs: dict[str, Any] | None = None,
+    prepack: bool | str = "auto",
 ) -> TargetModel:
     """Load a frozen target model (and its tokenizer when it has one).
 
@@ -72,6 +74,9 @@ def load_target(
     `device="meta"` loads no weights: the tokenizer, chat template and config only (for tokenizing, or
     for talking to a remote server that runs the model).
     `chat_template_kwargs` (e.g. `{"enable_thinking": False}`) apply to every prompt rendered for it.
+    `prepack` (auto, true, false) stores the linears' weights in oneDNN's blocked layout once
+    (`inference.targets.prepacked_linear`); `auto` does it exactly on a CPU in bf16 with the oneDNN ops.
+    Inference only: training loads its target with `prepack=False`.
     """
     from transformers import AutoModelForCausalLM, AutoTokenizer
 
@@ -84,7 +89,7 @@ def load_target(
         target = tiny_target(TINY_SPECS[spec], dtype=dtype)
         target.model.to(device)
         target.chat_template_kwargs = template_kwargs
-        return target
+        return _prepacked(target, prepack, device, dtype)
     path = spec
     if spec == "smollm2":
         from inference.targets.smollm2 import smollm2_folder
@@ -102,10 +107,18 @@ def load_target(
         tokenizer = AutoTokenizer.from_pretrained(path)
     except (OSError, ValueError):
         tokenizer = None
-    return TargetModel(
+    target = TargetModel(
         model.to(device),
         tokenizer=tokenizer,
         name=spec,
         mask_token_id=mask_token_id,
         chat_template_kwargs=template_kwargs,
     )
+    return _prepacked(target, prepack, device, dtype)
+
+
+def _prepacked(target: TargetModel, prepack: bool | str, device: torch.device | str, dtype: torch.dtype) -> TargetModel:
+    """`target` with its linears prepacked where `prepack` resolves to true (`device="meta"` never does)."""
+    if torch.device(device).type != "meta" and resolve_prepack(prepack, device, dtype):
+        target.prepacked_linears = prepack_linears(target.model)
+    return target

@@ -77,6 +77,7 @@ def test_precision_auto_trains_in_bf16_autocast_exactly_where_the_cpu_computes_b
     expected = "bf16-mixed" if "avx512_bf16" in flags else "32-true"
     assert trainer.precision == expected and module.hparams.run_config["trainer"]["precision"] == expected
     assert module.target.dtype == (torch.bfloat16 if "avx512_bf16" in flags else torch.float32)
+    assert module.target.prepacked_linears == 0  # training backpropagates through plain linears, even in bf16
     assert all(p.dtype == torch.float32 for p in module.drafter.parameters())  # master weights stay fp32
     assert trainer.callback_metrics["train/loss"].isfinite()
 
