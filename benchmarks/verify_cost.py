@@ -3,6 +3,7 @@
     python benchmarks/verify_cost.py                          # SmolLM2-135M, fp32 and bf16 side by side
     python benchmarks/verify_cost.py --dtype auto --k 1 8 16  # only the precision domino-decode would pick
     python benchmarks/verify_cost.py --target smollm2 --prompt 400 --threads 2
+    python benchmarks/verify_cost.py --dtype bfloat16 --prepack false auto  # bf16 with and without prepacked weights
 
 A chain of block size B verifies B tokens per round, a tree of budget N verifies N + 1; a round pays
 off when tau exceeds (verify cost + draft cost) / (one AR step). On a GPU k tokens cost about one step
@@ -22,6 +23,7 @@ import torch
 from inference import load_target
 from inference.decoding.cost_model import measure_verify_curve
 from inference.precision import dtype_name, resolve_dtype
+from inference.targets.prepacked_linear import resolve_prepack
 
 
 def main() -> None:
@@ -33,25 +35,35 @@ def main() -> None:
     parser.add_argument("--layer-ids", type=int, nargs="*", default=[1, 10, 18, 27])
     parser.add_argument("--repeats", type=int, default=15)
     parser.add_argument("--threads", type=int, default=None)
+    parser.add_argument(
+        "--prepack", nargs="+", default=["auto"], help="auto, true, false: the target's linear weights prepacked"
+    )
     args = parser.parse_args()
     if args.threads:
         torch.set_num_threads(args.threads)
     columns = {}
     for dtype in dict.fromkeys(dtype_name(resolve_dtype(d, "cpu")) for d in args.dtype):
-        target = load_target(args.target, dtype=dtype, device="cpu")
-        curve = measure_verify_curve(target, args.prompt, args.k, args.layer_ids, args.repeats)
-        columns[dtype] = dict(zip(curve.windows, curve.seconds, strict=True))
-        del target
+        prepacks = [_switch(p) for p in args.prepack]
+        for packed in dict.fromkeys(resolve_prepack(p, "cpu", getattr(torch, dtype)) for p in prepacks):
+            target = load_target(args.target, dtype=dtype, device="cpu", prepack=packed)
+            curve = measure_verify_curve(target, args.prompt, args.k, args.layer_ids, args.repeats)
+            columns[f"{dtype}{' packed' if packed else ''}"] = dict(zip(curve.windows, curve.seconds, strict=True))
+            del target
     print(
         f"{args.target}: {args.prompt}-token cached prompt, threads {torch.get_num_threads()}, median of {args.repeats}"
     )
-    print("    k | " + " | ".join(f"{d:>9} ms  AR steps" for d in columns))
+    print("    k | " + " | ".join(f"{d:>16} ms  AR steps" for d in columns))
     for k in args.k:
         cells = []
         for times in columns.values():
             step = times.get(1) or min(times.values())
-            cells.append(f"{times[k] * 1e3:12.1f}  {times[k] / step:8.2f}")
+            cells.append(f"{times[k] * 1e3:19.1f}  {times[k] / step:8.2f}")
         print(f"{k:>5} | " + " | ".join(cells))
+
+
+def _switch(value: str) -> bool | str:
+    """A `--prepack` value as `load_target` takes it."""
+    return {"true": True, "false": False}.get(value.lower(), value)
 
 
 if __name__ == "__main__":
