@@ -4,6 +4,7 @@
 # slice (`bench=[sharegpt:N]`: ShareGPT rows no training step saw; never MT-Bench or HumanEval).
 #   launch/smollm2_cost_sweep.sh                 # every run; rerun it to resume (finished runs are skipped)
 #   PROMPTS=40 BUDGETS="4 8 16 32 auto" WINDOWS="full auto" REPEAT=16 launch/smollm2_cost_sweep.sh
+#   BENCH="mt-bench:40,humaneval:40" BUDGETS="16 auto" REPEAT= OUT=... launch/smollm2_cost_sweep.sh  # report only
 # One domino-decode run per setting (each with its own `ar`, prompt by prompt, in one process), written to
 # $OUT/budget_<b>, $OUT/window_<w>; REPEAT names a budget run twice ($OUT/budget_<b>_repeat), which
 # measures the run-to-run noise the comparison is judged against. Time it on a quiet machine. The table of
@@ -13,6 +14,7 @@ cd "$(dirname "$0")/.."
 BIN=${BIN:-.venv/bin}
 OUT=${OUT:-artifacts/runs/decode/cost_sweep}
 PROMPTS=${PROMPTS:-40}
+BENCH=${BENCH:-sharegpt:$PROMPTS}  # the prompts: choose on validation; the evaluation sets only to report the choice
 DRAFTERS=${DRAFTERS:-pretrained}  # holds smollm2-135m-domino and smollm2-135m-dflash
 
 runs=()
@@ -24,7 +26,7 @@ decode() {  # run dir, then overrides
     echo "== $dir: done"
     return
   fi
-  "$BIN/domino-decode" preset=smollm2 "bench=[sharegpt:$PROMPTS]" num_threads="${THREADS:-2}" progress=false \
+  "$BIN/domino-decode" preset=smollm2 "bench=[$BENCH]" num_threads="${THREADS:-2}" progress=false \
     drafter_path="$DRAFTERS/smollm2-135m-domino" baseline_drafter_path="$DRAFTERS/smollm2-135m-dflash" \
     hydra.run.dir="$dir" "$@"
 }

@@ -15,10 +15,13 @@ may replace them) and caches what it derives from them. Without a subset every m
 
 from __future__ import annotations
 
+import functools
 from typing import Any
 
 import torch
 from torch import nn
+
+from inference.targets.prepacked_linear import PrepackedLinear
 
 # The buffers' checkpoint names and dtypes: they keep their own dtypes whatever the weights are cast to.
 BUFFER_DTYPES = {"d2t": torch.int64, "t2d": torch.bool}
@@ -142,8 +145,12 @@ class DraftVocab:
         key = (weight.data_ptr(), weight.device, weight.dtype, self._key())
         if self._rows is None or self._rows[0] != key:
             ids = self.draft_to_target().to(weight.device)
-            self._rows = (key, weight.detach()[ids], None if bias is None else bias.detach()[ids])
-        return torch.nn.functional.linear(flat, self._rows[1], self._rows[2])
+            rows, row_bias = weight.detach()[ids], None if bias is None else bias.detach()[ids]
+            if isinstance(lm_head, PrepackedLinear):  # a packed target: its rows are packed once too
+                self._rows = (key, PrepackedLinear.from_weight(rows, row_bias))
+            else:
+                self._rows = (key, functools.partial(torch.nn.functional.linear, weight=rows, bias=row_bias))
+        return self._rows[1](flat)
 
     def choose(self, train_counts: torch.Tensor, val_counts: torch.Tensor | None = None) -> dict[str, Any]:
         """Make the N most frequent labels of `train_counts` [V] the subset; returns what the data manifest

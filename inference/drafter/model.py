@@ -25,6 +25,7 @@ from inference.drafter.draft_cache import DraftKVCache
 from inference.drafter.draft_vocab import DraftVocab
 from inference.drafter.head import DominoHead
 from inference.targets.adapter import TargetModel
+from inference.targets.prepacked_linear import PrepackedLinear, prepack_linears
 
 
 @dataclass
@@ -43,10 +44,15 @@ class DominoDrafter(nn.Module):
         self.head = DominoHead(config) if config.has_head else None
         self._target_io: tuple[nn.Module, nn.Module] | None = None
         self.vocab = DraftVocab(self, config.draft_vocab_size, config.vocab_size)  # registers d2t / t2d
+        self.prepacked_linears = 0  # how many linears run on prepacked oneDNN weights (bind_target)
 
     # --------------------------------------------------------------------------- the target's modules
     def bind_target(self, embed_tokens: nn.Module, lm_head: nn.Module) -> DominoDrafter:
-        """Use the target's token embedding and lm_head (held by reference, kept out of state_dict)."""
+        """Use the target's token embedding and lm_head (held by reference, kept out of state_dict).
+
+        Bound to a prepacked lm_head (a bf16 target on a CPU, `load_target(prepack=...)`) in its own dtype,
+        the drafter packs its linears too: it is then inference-only and drafts bit-identically
+        (`inference.targets.prepacked_linear`)."""
         weight = getattr(embed_tokens, "weight", None)
         if weight is not None and weight.shape != (self.config.vocab_size, self.config.hidden_size):
             raise ValueError(
@@ -54,6 +60,9 @@ class DominoDrafter(nn.Module):
                 f"({self.config.vocab_size}, {self.config.hidden_size}): this drafter belongs to another target"
             )
         self._target_io = (embed_tokens, lm_head)
+        if isinstance(lm_head, PrepackedLinear) and self.backbone.fc.weight.dtype == lm_head.packed.dtype:
+            prepack_linears(self.requires_grad_(False), keep_weights=True)
+            self.prepacked_linears = sum(isinstance(m, PrepackedLinear) for m in self.modules())
         return self
 
     def _io(self) -> tuple[nn.Module, nn.Module]:

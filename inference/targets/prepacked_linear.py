@@ -24,6 +24,11 @@ lm_head-sized copy (V x H bf16: 57 MB for SmolLM2-135M).
 
 Inference only: the op has no backward, and the plain weights of the other linears are gone, so training
 (which backpropagates through the lm_head and copies target layers) loads its target with `prepack=False`.
+
+A drafter bound to a prepacked target in the same dtype is packed the same way
+(`DominoDrafter.bind_target`), keeping its plain weights (a few MB), and its
+draft-vocabulary rows of the lm_head are packed once with them (`DraftVocab.logits`): the same
+bit-identity, so a packed drafter drafts exactly what the plain one does.
 """
 
 from __future__ import annotations
@@ -90,6 +95,15 @@ class PrepackedLinear(nn.Module):
         self.register_parameter("weight", linear.weight if keep_weight else None)
         self.register_parameter("bias", linear.bias)
 
+    @classmethod
+    def from_weight(cls, weight: torch.Tensor, bias: torch.Tensor | None = None) -> PrepackedLinear:
+        """A packed linear on a weight [out, in] that belongs to no module (e.g. rows gathered from an
+        lm_head); only the packed copy is kept."""
+        linear = nn.Linear(weight.shape[1], weight.shape[0], bias=bias is not None, device="meta")
+        linear.weight = nn.Parameter(weight.detach(), requires_grad=False)
+        linear.bias = None if bias is None else nn.Parameter(bias.detach(), requires_grad=False)
+        return cls(linear)
+
     def forward(self, x: torch.Tensor) -> torch.Tensor:
         if x.requires_grad and torch.is_grad_enabled():
             raise RuntimeError(
@@ -106,17 +120,19 @@ class PrepackedLinear(nn.Module):
         )
 
 
-def prepack_linears(model: nn.Module, batch_size_hint: int = BATCH_SIZE_HINT) -> int:
+def prepack_linears(model: nn.Module, batch_size_hint: int = BATCH_SIZE_HINT, keep_weights: bool = False) -> int:
     """Replace every `nn.Linear` of `model` by a `PrepackedLinear` (in place); returns how many.
 
     The output embeddings (lm_head) keep their plain weight, which stays tied to the input embedding
-    where the model ties them; the other linears keep only the packed copy."""
+    where the model ties them; the other linears keep only the packed copy unless `keep_weights` (a
+    drafter, whose code also reads some weights directly: its dtype, correction rows of tree candidates)."""
     lm_head = model.get_output_embeddings() if hasattr(model, "get_output_embeddings") else None
     names = [name for name, m in model.named_modules() if type(m) is nn.Linear]
     for name in names:  # one at a time: each plain weight is freed before the next is packed (peak + 1 layer)
         parent_name, _, child = name.rpartition(".")
         parent = model.get_submodule(parent_name) if parent_name else model
         linear = getattr(parent, child)
-        setattr(parent, child, PrepackedLinear(linear, keep_weight=linear is lm_head, batch_size_hint=batch_size_hint))
+        keep = keep_weights or linear is lm_head
+        setattr(parent, child, PrepackedLinear(linear, keep_weight=keep, batch_size_hint=batch_size_hint))
         del linear
     return len(names)

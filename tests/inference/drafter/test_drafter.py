@@ -1,7 +1,8 @@
 import pytest
 import torch
 
-from inference import DominoDrafter, DraftKVCache
+from inference import DominoDrafter, DraftKVCache, load_target
+from inference.targets.prepacked_linear import PrepackedLinear, prepack_unavailable_reason
 
 
 def test_decoding_path_equals_the_training_path(any_tiny_target, make_drafter):
@@ -90,3 +91,32 @@ def test_from_pretrained_binds_to_a_target(qwen_target, make_drafter, tmp_path):
     loaded = DominoDrafter.from_pretrained(tmp_path, target=qwen_target)
     assert loaded.embed(torch.tensor([3])).shape == (1, 64)
     assert next(loaded.parameters()).dtype == qwen_target.dtype
+
+
+@pytest.mark.skipif(prepack_unavailable_reason("cpu", torch.bfloat16) is not None, reason="no prepacked bf16 linears")
+@pytest.mark.parametrize("draft_vocab_size", [None, 64])
+def test_a_drafter_on_a_prepacked_target_is_packed_and_drafts_the_same(make_drafter, tmp_path, draft_vocab_size):
+    plain_target = load_target("tiny-qwen3", dtype="bfloat16", device="cpu", prepack=False)
+    packed_target = load_target("tiny-qwen3", dtype="bfloat16", device="cpu")
+    drafter = make_drafter(plain_target, draft_vocab_size=draft_vocab_size)
+    if draft_vocab_size:
+        drafter.vocab.set_ids(torch.arange(draft_vocab_size) * 3)
+    drafter.save_pretrained(tmp_path)
+    plain = DominoDrafter.from_pretrained(tmp_path, target=plain_target)
+    packed = DominoDrafter.from_pretrained(tmp_path, target=packed_target)
+    assert plain.prepacked_linears == 0
+    assert packed.prepacked_linears == sum(isinstance(m, PrepackedLinear) for m in packed.modules()) > 0
+    assert not any(type(m) is torch.nn.Linear for m in packed.modules())
+    features = torch.randn(1, 9, plain.config.num_context_features * 64, generator=torch.Generator().manual_seed(0))
+    drafts = []
+    with torch.inference_mode():
+        for model in (plain, packed):
+            cache = model.new_cache(1, 64)
+            model.append_context(cache, features.to(torch.bfloat16))
+            hidden = model.draft_block(cache, torch.tensor([[5]]))
+            causal = torch.tensor([[5, 7, 9]])
+            drafts.append(model.block_logits(hidden, causal).final)
+    assert drafts[0].shape[-1] == (draft_vocab_size or plain.config.vocab_size)
+    if torch.backends.cpu.get_cpu_capability() == "AVX512":  # where the bit-identity was measured
+        assert torch.equal(drafts[0], drafts[1])
+    torch.testing.assert_close(drafts[0], drafts[1])
