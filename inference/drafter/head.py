@@ -17,6 +17,7 @@ import torch.nn.functional as F
 from torch import nn
 
 from inference.drafter.config import DrafterConfig
+from inference.targets.prepacked_linear import PrepackedLinear
 
 
 class DominoHead(nn.Module):
@@ -29,6 +30,17 @@ class DominoHead(nn.Module):
         self.embed_proj = nn.Sequential(
             nn.Linear(h + g, r, bias=False), nn.SiLU(), nn.Linear(r, config.output_vocab_size, bias=False)
         )
+        # The GRU's W_ih and W_hh as prepacked linears (`pack_gru`), used by `step`; a tuple, so that they
+        # stay out of the module tree and the state dict.
+        self.packed_gru: tuple[PrepackedLinear, PrepackedLinear] | None = None
+
+    def pack_gru(self) -> int:
+        """Decode the GRU step on prepacked oneDNN copies of W_ih and W_hh (a drafter bound to a prepacked
+        bf16 target, `DominoDrafter.bind_target`): bit-identical, without a weight reorder per step.
+        Returns how many weights were packed."""
+        gru = self.prefix_gru
+        self.packed_gru = (PrepackedLinear.from_weight(gru.weight_ih_l0), PrepackedLinear.from_weight(gru.weight_hh_l0))
+        return 2
 
     def init_state(self, batch_size: int, device: torch.device | str, dtype: torch.dtype) -> torch.Tensor:
         """The state before any token: zeros [batch, G]."""
@@ -36,11 +48,13 @@ class DominoHead(nn.Module):
 
     def input_projection(self, token_embeds: torch.Tensor) -> torch.Tensor:
         """W_ih . x for token embeddings [..., H] -> [..., 3G] (gates r, z, n); tabulable per token id."""
+        if self.packed_gru is not None:
+            return self.packed_gru[0](token_embeds)
         return F.linear(token_embeds, self.prefix_gru.weight_ih_l0)
 
     def step_projected(self, gi: torch.Tensor, state: torch.Tensor) -> torch.Tensor:
         """One GRU step from a precomputed input projection `gi` [..., 3G] and a state [..., G]."""
-        gh = F.linear(state, self.prefix_gru.weight_hh_l0)
+        gh = self.packed_gru[1](state) if self.packed_gru is not None else F.linear(state, self.prefix_gru.weight_hh_l0)
         i_r, i_z, i_n = gi.chunk(3, dim=-1)
         h_r, h_z, h_n = gh.chunk(3, dim=-1)
         r = torch.sigmoid(i_r + h_r)

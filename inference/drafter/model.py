@@ -44,7 +44,7 @@ class DominoDrafter(nn.Module):
         self.head = DominoHead(config) if config.has_head else None
         self._target_io: tuple[nn.Module, nn.Module] | None = None
         self.vocab = DraftVocab(self, config.draft_vocab_size, config.vocab_size)  # registers d2t / t2d
-        self.prepacked_linears = 0  # how many linears run on prepacked oneDNN weights (bind_target)
+        self.prepacked_linears = 0  # how many weights run prepacked in oneDNN's layout (bind_target)
 
     # --------------------------------------------------------------------------- the target's modules
     def bind_target(self, embed_tokens: nn.Module, lm_head: nn.Module) -> DominoDrafter:
@@ -62,7 +62,8 @@ class DominoDrafter(nn.Module):
         self._target_io = (embed_tokens, lm_head)
         if isinstance(lm_head, PrepackedLinear) and self.backbone.fc.weight.dtype == lm_head.packed.dtype:
             prepack_linears(self.requires_grad_(False), keep_weights=True)
-            self.prepacked_linears = sum(isinstance(m, PrepackedLinear) for m in self.modules())
+            packed_gru = self.head.pack_gru() if self.head is not None else 0
+            self.prepacked_linears = sum(isinstance(m, PrepackedLinear) for m in self.modules()) + packed_gru
         return self
 
     def _io(self) -> tuple[nn.Module, nn.Module]:

@@ -11,6 +11,7 @@ from __future__ import annotations
 
 import os
 import re
+import signal
 import subprocess
 import sys
 from pathlib import Path
@@ -26,7 +27,9 @@ from slurm_cluster import wait_for
 pytestmark = pytest.mark.slurm
 
 REPO = Path(__file__).resolve().parents[2]
-MAX_STEPS = 16
+# Long enough that job 0 is still training when the test has seen its first checkpoint and suspends it (on a
+# quiet machine 16 tiny steps finished before the preemption signal arrived).
+MAX_STEPS = 48
 # TIMEOUT_MIN 600: however busy the machine, no job nears its time limit (submitit would requeue it)
 SHRUNK = {"SWEEP_ID": "abl", "SEEDS": "0", "EXPERIMENTS": "tiny", "TRAINER": "cpu", "TIMEOUT_MIN": "600"}
 OVERRIDES = [
@@ -80,10 +83,22 @@ def sweep(slurm, tmp_path_factory):
             jobs = list((folder / ".submitit").glob("*_0"))
             return jobs[0] if jobs and (folder / "0_tiny" / "checkpoints" / "last.ckpt").exists() else None
 
-        job0 = wait_for(job0_checkpointed, 3600, "job 0's first checkpoint", slurm.logs).name
+        job0 = wait_for(job0_checkpointed, 3600, "job 0's first checkpoint", slurm.logs, poll=0.05).name
+        # Stopped (SIGSTOP), job 0 cannot finish training before the signal is pending; continued, it handles
+        # the signal before its next step.
+        job_id = subprocess.run(["squeue", "-h", "-j", job0, "-o", "%A"], env=slurm.env, capture_output=True, text=True)
+        listed = subprocess.run(
+            ["scontrol", "listpids", job_id.stdout.strip()], env=slurm.env, capture_output=True, text=True
+        )
+        pids = [int(line.split()[0]) for line in listed.stdout.splitlines()[1:] if line.split()[:1] != ["-1"]]
+        assert pids, listed.stdout + listed.stderr
+        for pid in pids:
+            os.kill(pid, signal.SIGSTOP)
         (script,) = (folder / ".submitit").glob("*/*_submission.sh")  # one sbatch script per array
         requeue_signal = re.search(r"--signal=(\w+)@", script.read_text()).group(1)
         subprocess.run(["scancel", f"--signal={requeue_signal}", job0], env=slurm.env, check=True)
+        for pid in pids:
+            os.kill(pid, signal.SIGCONT)
     except BaseException:
         master.kill()
         raise
@@ -142,7 +157,7 @@ def test_a_failed_job_is_reported_failed_with_its_log(sweep):
     assert report.returncode == 0, report.stderr[-3000:]
     assert f"| {sweep['folder'] / '1_tiny'} | FAILED | {log} |" in report.stdout, report.stdout
     table, unfinished = report.stdout.split("| unfinished run |")
-    assert "| tiny | 1 (0) | 16 |" in table  # the finished job alone: one variant, nothing to tell it from
+    assert f"| tiny | 1 (0) | {MAX_STEPS} |" in table  # the finished job alone: one variant, nothing to tell it from
     assert f"{sweep['folder'] / '0_tiny'}" not in unfinished
 
 
@@ -160,6 +175,7 @@ def test_rerun_resumes_only_the_unfinished_job(sweep, tmp_path):
     assert report_main([str(sweep["folder"]), "--out", str(tmp_path)]) == 0
     table = (tmp_path / "report.md").read_text()
     assert (
-        "| tiny (drafter.head=domino) | 1 (0) | 16 |" in table and "| tiny (drafter.head=null) | 1 (0) | 16 |" in table
+        f"| tiny (drafter.head=domino) | 1 (0) | {MAX_STEPS} |" in table
+        and f"| tiny (drafter.head=null) | 1 (0) | {MAX_STEPS} |" in table
     )
     assert "unfinished run" not in table and (tmp_path / "curves.png").is_file()
