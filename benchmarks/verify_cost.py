@@ -42,12 +42,13 @@ def main() -> None:
     if args.threads:
         torch.set_num_threads(args.threads)
     columns = {}
-    for dtype in dict.fromkeys(dtype_name(resolve_dtype(d, "cpu")) for d in args.dtype):
-        prepacks = [_switch(p) for p in args.prepack]
-        for packed in dict.fromkeys(resolve_prepack(p, "cpu", getattr(torch, dtype)) for p in prepacks):
+    prepacks = [_switch(p) for p in args.prepack]
+    for dtype in dict.fromkeys(resolve_dtype(d, "cpu") for d in args.dtype):
+        for packed in dict.fromkeys(resolve_prepack(p, "cpu", dtype) for p in prepacks):
             target = load_target(args.target, dtype=dtype, device="cpu", prepack=packed)
             curve = measure_verify_curve(target, args.prompt, args.k, args.layer_ids, args.repeats)
-            columns[f"{dtype}{' packed' if packed else ''}"] = dict(zip(curve.windows, curve.seconds, strict=True))
+            label = f"{dtype_name(dtype)}{' packed' if packed else ''}"
+            columns[label] = dict(zip(curve.windows, curve.seconds, strict=True))
             del target
     print(
         f"{args.target}: {args.prompt}-token cached prompt, threads {torch.get_num_threads()}, median of {args.repeats}"
