@@ -5,6 +5,9 @@
 #   RUN_ID=r2 launch/smollm2_recipe.sh  # another training run on the same data
 #   TRAIN_THREADS=2                     # threads per training (default 1: both share the 2 cores)
 #   VARIANTS="ttt no_curriculum" launch/smollm2_recipe.sh  # the ablations, same data, steps and seed
+#   EXTEND_FROM=r2 RUN_ID=r3 MAX_STEPS=9600 launch/smollm2_recipe.sh
+#                                       # continue run r2's final checkpoint to 9,600 steps: the cosine LR
+#                                       # re-stretched over the longer run, the curriculum kept where it was
 # Each data stage resumes (regeneration by shard, the caches by shard; finished stages are skipped),
 # and each training resumes from its run folder's last.ckpt (run_id=$RUN_ID). The slices are disjoint
 # rows of the bundled ShareGPT first turns (conf/data/smollm2_recipe.yaml); MT-Bench and HumanEval,
@@ -45,7 +48,17 @@ pids=()
 for variant in ${VARIANTS:-domino dflash}; do
   log="$LOGS/smollm2_$variant/$RUN_ID.log"
   mkdir -p "$(dirname "$log")"
-  OMP_NUM_THREADS=${TRAIN_THREADS:-1} "$BIN/domino-train" experiment=smollm2_$variant run_id="$RUN_ID" >>"$log" 2>&1 &
+  extend=()
+  if [[ -n "${EXTEND_FROM:-}" ]]; then
+    # lambda reached 0 at the old schedule's last step; keep it there: decay_ratio = old steps / new steps
+    old_steps=$(sed -n 's/^  max_steps: \([0-9]*\).*/\1/p' conf/experiment/smollm2_domino.yaml)  # every smollm2 variant inherits it
+    extend=(trainer.max_steps="$MAX_STEPS" train.decay_ratio="$(awk "BEGIN {print $old_steps / $MAX_STEPS}")")
+    if [[ ! -e "$LOGS/smollm2_$variant/$RUN_ID/checkpoints/last.ckpt" ]]; then  # later: resume RUN_ID itself
+      extend+=(ckpt_path="$LOGS/smollm2_$variant/$EXTEND_FROM/checkpoints/last.ckpt")
+    fi
+  fi
+  OMP_NUM_THREADS=${TRAIN_THREADS:-1} "$BIN/domino-train" experiment=smollm2_$variant run_id="$RUN_ID" \
+    "${extend[@]}" >>"$log" 2>&1 &
   pids+=($!)
 done
 status=0

@@ -62,6 +62,19 @@ class DominoHead(nn.Module):
         n = torch.tanh(i_n + r * h_n)
         return n + z * (state - n)
 
+    def first_step_projected(self, gi: torch.Tensor) -> torch.Tensor:
+        """`step_projected` from the zero state (`init_state`), bit for bit, without the W_hh . 0 product: the
+        first GRU step of every draft, where that product would read W_hh from memory for nothing."""
+        _, i_z, i_n = gi.chunk(3, dim=-1)
+        # contiguous like the sums `step_projected` feeds them: a strided view takes a kernel that rounds differently
+        z = torch.sigmoid(i_z.contiguous())
+        n = torch.tanh(i_n.contiguous())
+        return n - z * n
+
+    def first_step(self, token_embeds: torch.Tensor) -> torch.Tensor:
+        """`step(token_embeds, init_state(...))`, bit for bit (`first_step_projected`)."""
+        return self.first_step_projected(self.input_projection(token_embeds))
+
     def step(self, token_embeds: torch.Tensor, state: torch.Tensor) -> torch.Tensor:
         """One GRU step: the state after also consuming `token_embeds` [..., H] (decoding).
 
@@ -93,12 +106,18 @@ class DominoHead(nn.Module):
         """
         if candidate_ids is None:  # through the module: its forward hooks gather ZeRO-3 shards in training
             return self.embed_proj[2](self.correction_features(hidden, state))
-        return self.correction_rows(hidden, state, self.embed_proj[2].weight[candidate_ids])
+        w2 = self.embed_proj[2].weight
+        rows = w2.index_select(0, candidate_ids) if candidate_ids.dim() == 1 else w2[candidate_ids]
+        return self.correction_rows(hidden, state, rows)
 
     def correction_features(self, hidden: torch.Tensor, state: torch.Tensor) -> torch.Tensor:
         """z = SiLU(W1 [H ; S]) [..., r]: the low-rank code the correction is read out of."""
         return F.silu(self.embed_proj[0](torch.cat([hidden, state], dim=-1)))
 
     def correction_rows(self, hidden: torch.Tensor, state: torch.Tensor, w2_rows: torch.Tensor) -> torch.Tensor:
-        """The correction on pre-gathered W2 rows [..., M, r] (e.g. once per round for a tree) -> [..., M]."""
-        return torch.matmul(w2_rows, self.correction_features(hidden, state).unsqueeze(-1)).squeeze(-1)
+        """The correction on pre-gathered W2 rows [..., M, r] (e.g. once per round for a tree) -> fp32 [..., M].
+
+        In fp32 whatever the weights' dtype: exact for bf16 inputs, and on a CPU a small fp32 matmul is
+        several times faster than a bf16 one of this shape (a tree builder may keep the rows in fp32)."""
+        features = self.correction_features(hidden, state).float().unsqueeze(-1)
+        return torch.matmul(w2_rows.float(), features).squeeze(-1)

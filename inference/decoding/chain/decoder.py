@@ -81,8 +81,9 @@ def draft_chain(
         tokens.append(drafter.vocab.to_target_ids(t))
         probs.append(q)
     # GRU steps from the input projection and the raw cell (not the nn.GRU module): same math, less overhead.
-    state = head.init_state(1, h.device, h.dtype)
-    for gi in head.input_projection(drafter.embed(torch.cat([root, *tokens])).to(h.dtype)):  # root + prefix
+    first, *rest = head.input_projection(drafter.embed(torch.cat([root, *tokens])).to(h.dtype))  # root + prefix
+    state = head.first_step_projected(first.unsqueeze(0))
+    for gi in rest:
         state = head.step_projected(gi.unsqueeze(0), state)
     for j in range(prefix, num_tokens):
         logits = base[j : j + 1] + head.correction(h[j : j + 1], state)

@@ -35,8 +35,9 @@ class GreedyChainRollout:
         prefix = min(self.prefix, d)
         if prefix:
             self.tokens[:prefix].copy_(to_target(base[:prefix].argmax(-1)))
-        state = head.init_state(1, h.device, h.dtype)
-        for x in self.drafter.embed(torch.cat([self.root, self.tokens[:prefix]])).to(h.dtype):
+        first, *rest = self.drafter.embed(torch.cat([self.root, self.tokens[:prefix]])).to(h.dtype)
+        state = head.first_step(first.unsqueeze(0))
+        for x in rest:
             state = head.step(x.unsqueeze(0), state)
         for j in range(prefix, d):
             token = to_target((base[j : j + 1] + head.correction(h[j : j + 1], state)).argmax(-1))

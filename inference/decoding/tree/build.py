@@ -20,11 +20,14 @@ per head step (`Expander.expand_many`). It speculates: it pops the `width` best 
 expands them together, until no unexpanded candidate can still enter the top `budget`; then the
 sequential `best_first` replays over the children already computed (expanding one at a time any it
 lacks). The tree is therefore exactly the sequential one, ties included; only the work is grouped.
+Given `enough` (a cost-aware round's `budget.prefix_settled`), it also stops once the nodes that surely
+lead the best-first order are enough, and the tree is the sequential one of that size.
 """
 
 from __future__ import annotations
 
 import heapq
+from collections.abc import Callable
 from itertools import count
 from typing import Protocol
 
@@ -91,14 +94,25 @@ class _Replay:
         return self.kids[key]
 
 
-def best_first_batched(expander: BatchExpander, budget: int, max_depth: int, width: int = 4) -> DraftTree:
-    """`best_first`'s tree, with up to `width` node expansions per `expand_many` call (module docstring)."""
-    if width <= 1:
+def best_first_batched(
+    expander: BatchExpander,
+    budget: int,
+    max_depth: int,
+    width: int = 4,
+    enough: Callable[[list[float], list[int], float], bool] | None = None,
+) -> DraftTree:
+    """`best_first`'s tree, with up to `width` node expansions per `expand_many` call (module docstring).
+
+    `enough(scores, depths, bound)`: after each call, given the nodes that surely come first in best-first
+    order (their scores, best first, and depths) and a bound on every other node's score, whether those
+    nodes suffice; the tree then holds just them (a prefix of the `budget` tree, up to exact ties)."""
+    if width <= 1 and enough is None:
         return best_first(expander, budget, max_depth)
     if budget < 1 or max_depth < 1:
         return DraftTree()
     kids: dict[int, Children] = {-1: expander.root()}
     score: dict[int, float] = {-1: 0.0}
+    node_depth: dict[int, int] = {}
     child_key: dict[tuple[int, int], int] = {}
     keys, order = count(), count()
     heap = [(-kids[-1][1][0], next(order), -1, 1, 0)]
@@ -113,7 +127,7 @@ def best_first_batched(expander: BatchExpander, budget: int, max_depth: int, wid
             _, _, parent, depth, rank = heapq.heappop(heap)
             tokens, logprobs = kids[parent]
             key = child_key[(parent, rank)] = next(keys)
-            score[key] = score[parent] + logprobs[rank]
+            score[key], node_depth[key] = score[parent] + logprobs[rank], depth
             (heapq.heappush if len(best) < budget else heapq.heappushpop)(best, score[key])
             if rank + 1 < len(tokens):
                 heapq.heappush(heap, (-(score[parent] + logprobs[rank + 1]), next(order), parent, depth, rank + 1))
@@ -122,6 +136,12 @@ def best_first_batched(expander: BatchExpander, budget: int, max_depth: int, wid
         for (key, _, _, depth), children in zip(batch, expander.expand_many(batch) if batch else [], strict=True):
             kids[key] = children
             heapq.heappush(heap, (-(score[key] + children[1][0]), next(order), key, depth + 1, 0))
+        if enough is not None and heap:
+            bound = -heap[0][0]  # no node outside those popped scores more
+            leading = sorted((-s, k) for k, s in score.items() if k >= 0 and s > bound)[:budget]
+            if leading and enough([-s for s, _ in leading], [node_depth[k] for _, k in leading], bound):
+                budget = len(leading)
+                break
     return best_first(_Replay(expander, kids, child_key), budget, max_depth)
 
 
@@ -163,7 +183,7 @@ def build_ddtree(
 class ReferenceDominoExpander:
     """DominoTree children, computed directly from the head (clarity first; see the module docstring).
 
-    head: `init_state`, `step`, `correction` (a `DominoHead`); embed: token ids -> target embeddings;
+    head: `first_step`, `step`, `correction` (a `DominoHead`); embed: token ids -> target embeddings;
     hidden [D, H], base_logits [D, V]: the backbone's draft positions; root [1]: the last committed token;
     token_map [N]: the target id of each logit column when the drafter has a draft vocabulary (the top-M
     and W2 rows stay in draft ids, the children are target ids). A node's GRU state is one step from its
@@ -185,8 +205,7 @@ class ReferenceDominoExpander:
         self.head, self.embed, self.hidden, self.base = head, embed, hidden, base_logits
         self.prefix_len, self.node_topk, self.token_map = prefix_len, node_topk, token_map
         self.candidates = [base_logits[d].topk(top_m).indices if top_m else None for d in range(len(base_logits))]
-        init = head.init_state(1, hidden.device, hidden.dtype)
-        self.state: dict[int, torch.Tensor] = {-1: head.step(embed(root).to(hidden.dtype), init)}  # node -> [1, G]
+        self.state: dict[int, torch.Tensor] = {-1: head.first_step(embed(root).to(hidden.dtype))}  # node -> [1, G]
         self.children_ids: dict[int, torch.Tensor] = {}  # node -> its children's ids, best first
 
     def _children(self, node: int, position: int) -> Children:

@@ -17,7 +17,7 @@ from collections.abc import Callable
 
 import torch
 
-from inference.decoding.budget import AUTO, best_prefix
+from inference.decoding.budget import AUTO, best_prefix, prefix_settled
 from inference.decoding.cost_model import RunningMean
 from inference.decoding.cuda_graph import use_cuda_graphs
 from inference.decoding.methods import check_drafter, check_options, method_spec
@@ -61,18 +61,33 @@ class TreeDecoder(SpeculativeDecoder):
     def max_window(self) -> int:
         return self.node_budget + 1
 
-    def _round_cost(self, tree: DraftTree, max_depth: int) -> Callable[[int], float]:
-        """Seconds of a round that keeps the first n nodes: drafting (the fixed part, plus DominoTree's head
-        steps for the nodes it must expand) and the verify over n + 1 tokens."""
-        fixed, step = self.fixed_s.value(), self.step_s.value()
+    def _round_cost(self, depths: list[int], max_depth: int, fixed: float, step: float) -> Callable[[int], float]:
+        """Seconds of a round that keeps the first n of nodes at `depths`: drafting (the `fixed` part, plus
+        DominoTree's head steps of `step` seconds for the nodes it must expand) and the verify over n + 1."""
         width = self.expander.width if self.expander is not None else 1
-        expanded = list(itertools.accumulate(int(d < max_depth) for d in tree.depths))
+        expanded = list(itertools.accumulate(int(d < max_depth) for d in depths))
 
         def cost(n: int) -> float:
             steps = -(-expanded[n - 1] // width) if n and step else 0
             return fixed + step * steps + self.verify_cost(n + 1)
 
         return cost
+
+    def _stop_rule(self, max_depth: int, fixed: float, step: float) -> Callable[[list[float], list[int], float], bool]:
+        """`budget.prefix_settled` for DominoTree's builder: the first k of the nodes built so far cost what
+        `_round_cost` says, and any longer prefix at least their head steps, its fixed part and its verify."""
+        limit, predict = self.node_budget, self.acceptance.predict
+
+        def enough(scores: list[float], depths: list[int], bound: float) -> bool:
+            cost = self._round_cost(depths, max_depth, fixed, step)
+            drafting = cost(len(depths)) - self.verify_cost(len(depths) + 1)  # a longer prefix drafts at least this
+
+            def at_least(m: int) -> float:
+                return drafting + self.verify_cost(m + 1)
+
+            return prefix_settled(predict(scores), predict([bound])[0], limit, cost, at_least)
+
+        return enough
 
     def draft(self, state: DecodeState) -> DraftTree:
         depth = min(self.drafter.config.num_draft_tokens, state.tokens_left - 1)  # deeper could never be emitted
@@ -86,18 +101,21 @@ class TreeDecoder(SpeculativeDecoder):
         t1 = self.clock.now()
         if self.expander is None:
             tree = build_ddtree(base, self.node_budget, depth, self.drafter.vocab.draft_to_target())
-            t2 = t3 = self.clock.now()
+            self.fixed_s.add(self.clock.now() - t0)
+            fixed, step = self.fixed_s.value(), 0.0
         else:
             expander = self.expander.prepare(hidden, base, state.root)
             t2, steps = self.clock.now(), self.expander.steps
-            tree = best_first_batched(expander, self.node_budget, depth, self.expander.width)
-            t3 = self.clock.now()
+            self.fixed_s.add(t2 - t0)
+            fixed, step = self.fixed_s.value(), self.step_s.value()  # this round's cost model, set before the build
+            # A cost-aware round stops expanding once the prefix it will keep is known (`prefix_settled`).
+            enough = self._stop_rule(depth, fixed, step) if self.cost_aware else None
+            tree = best_first_batched(expander, self.node_budget, depth, self.expander.width, enough)
             if self.expander.steps > steps:
-                self.step_s.add(t3 - t2, self.expander.steps - steps)
-        self.fixed_s.add(t2 - t0)
+                self.step_s.add(self.clock.now() - t2, self.expander.steps - steps)
         gains = self.acceptance.predict(tree.scores)
         if self.cost_aware:
-            tree = tree.prefix(best_prefix(gains, self._round_cost(tree, depth)))
+            tree = tree.prefix(best_prefix(gains, self._round_cost(tree.depths, depth, fixed, step)))
         stats = state.stats
         stats.draft_sizes.append(len(tree))
         stats.predicted.append(1.0 + sum(gains[: len(tree)]))

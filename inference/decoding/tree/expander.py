@@ -3,8 +3,9 @@
 Same arithmetic as `build.ReferenceDominoExpander`, op for op (with `width=1` it builds the same trees
 bit for bit); what changes is where the work happens:
 - setup (once per round, one graph): the backbone's top-M ids per draft position, their base logits and
-  W2 rows, the base-logit children of the first `pure_draft_prefix_len` positions, the root's GRU state
-  and the root's corrected children;
+  W2 rows (in fp32, as `DominoHead.correction_rows` reads them), the base-logit children of the first
+  `pure_draft_prefix_len` positions, the root's GRU state (`first_step`: no W_hh product with the zero
+  state) and the root's corrected children;
 - expand (up to `width` nodes at once, one graph): each node's GRU state (one step from its parent's
   over its own token), the correction over the M rows from that state, log-softmax over M, top
   `node_topk`. `build.best_first_batched` hands it several frontier nodes per step, so that a round
@@ -56,7 +57,7 @@ class FastDominoExpander:
         m = top_m or 1
         self.cand = torch.zeros(d, m, dtype=torch.long, device=dev)
         self.base_m = torch.zeros(d, m, device=dev, dtype=dt)
-        self.w2_rows = torch.zeros(d, m, cfg.correction_rank, device=dev, dtype=dt)
+        self.w2_rows = torch.zeros(d, m, cfg.correction_rank, device=dev)  # fp32: `correction_rows` reads fp32
         self.base_choice = torch.zeros(max(self.prefix, 1), 2, self.k_base, dtype=torch.float64, device=dev)
         self.root_state = torch.zeros(1, g, device=dev, dtype=dt)
         self.root_choice = torch.zeros(1, 2, self.k, dtype=torch.float64, device=dev)
@@ -93,16 +94,16 @@ class FastDominoExpander:
     def _setup(self) -> None:
         if self.top_m:
             cand = self.base.topk(self.top_m, dim=-1).indices
-            self.cand.copy_(cand if self.token_map is None else self.token_map[cand])
+            flat = cand.flatten()  # index_select: a gather of rows, cheaper than advanced indexing
+            self.cand.copy_(cand if self.token_map is None else self.token_map.index_select(0, flat).view_as(cand))
             self.base_m.copy_(self.base.gather(1, cand))
-            self.w2_rows.copy_(self.head.embed_proj[2].weight[cand])
+            self.w2_rows.copy_(self.head.embed_proj[2].weight.index_select(0, flat).view_as(self.w2_rows))
         for pos in range(self.prefix):  # one row at a time: the reference's exact ops
             values, ids = topk_logprobs(self.base[pos], self.k_base, self.token_map)
             self.base_choice[pos, 0].copy_(values)
             self.base_choice[pos, 1].copy_(ids)
-        init = self.head.init_state(1, self.hidden.device, self.hidden.dtype)
         embed = self.drafter.embed(self.root_id).to(self.hidden.dtype)
-        self.root_state.copy_(self.head.step(embed, init))
+        self.root_state.copy_(self.head.first_step(embed))
         first = torch.zeros(1, dtype=torch.long, device=self.hidden.device)
         self._corrected(self.hidden[:1], self.root_state, first, self.root_choice)
 
@@ -144,7 +145,7 @@ class FastDominoExpander:
             chunk = requests[start : start + self.width]
             pad = chunk[:1] * (self.width - len(chunk))
             slots = [self._slot[parent] for _, parent, _, _ in chunk + pad]
-            self.parent_states.copy_(self.pool[torch.tensor(slots, device=self.pool.device)])
+            self.parent_states.copy_(self.pool.index_select(0, torch.tensor(slots, device=self.pool.device)))
             self.tokens.copy_(torch.tensor([self._ids[parent][rank] for _, parent, rank, _ in chunk + pad]))
             self.pos.copy_(torch.tensor([depth for *_, depth in chunk + pad]))
             self.expand_step()

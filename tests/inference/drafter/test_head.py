@@ -49,6 +49,16 @@ def test_gru_step_matches_the_sequence_encoder(drafter):
         torch.testing.assert_close(s, states[:, j], rtol=1e-5, atol=1e-6)
 
 
+@pytest.mark.parametrize("dtype", [torch.float32, torch.bfloat16])
+def test_the_first_step_skips_the_zero_state_bit_for_bit(drafter, dtype):
+    head = drafter.head.to(dtype)
+    x = torch.randn(6, drafter.config.hidden_size, dtype=dtype) * 3
+    x[0] = 0.0  # zero gates: the signed zeros of the shortcut match the full step's too
+    full = head.step(x, head.init_state(6, "cpu", dtype))
+    assert torch.equal(head.first_step(x), full)
+    assert torch.equal(head.first_step_projected(head.input_projection(x)), full)
+
+
 def test_candidate_correction_equals_gathered_full_correction(drafter):
     head = drafter.head
     h = torch.randn(4, drafter.config.hidden_size)

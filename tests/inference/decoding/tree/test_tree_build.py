@@ -7,6 +7,7 @@ import math
 import pytest
 import torch
 
+from inference.decoding.budget import best_prefix, prefix_settled
 from inference.decoding.tree.build import best_first, best_first_batched, build_ddtree, build_dominotree_reference
 from inference.decoding.tree.draft_tree import DraftTree
 from inference.decoding.tree.expander import FastDominoExpander
@@ -121,6 +122,39 @@ def test_batched_expansion_builds_the_sequential_tree(step):
     assert wide.calls <= 4 and wide.single == 0  # 16 nodes in a few steps, not 16, and none left to replay
 
 
+@pytest.mark.parametrize("step_cost", [0.0, 0.3])
+def test_a_cost_aware_build_stops_early_and_keeps_the_same_prefix(step_cost):
+    """`enough` (budget.prefix_settled) stops the build, and the prefix best_prefix keeps is the one the
+    whole `budget` tree gives; most builds stop well short of the budget."""
+    depth = 4
+
+    def gains(scores):  # a monotone acceptance map, as AcceptanceModel's
+        return [0.8 * math.exp(s) for s in scores]
+
+    def verify(n):  # grows with the window, with a step past 16 tokens
+        return 4.0 + 0.15 * n + (0.6 if n > 16 else 0.0)
+
+    def round_cost(depths, width):  # as TreeDecoder's: a head step per `width` expanded nodes, then the verify
+        expanded = list(itertools.accumulate(int(d < depth) for d in depths))
+        return lambda n: step_cost * -(-expanded[n - 1] // width) + verify(n + 1)
+
+    stopped = 0
+    for seed, width, k in itertools.product(range(12), (1, 3, 8), (3, 8)):
+
+        def enough(scores, depths, bound, width=width):
+            cost = round_cost(depths, width)
+            floor = cost(len(depths)) - verify(len(depths) + 1)
+            return prefix_settled(gains(scores), gains([bound])[0], 32, cost, lambda m: floor + verify(m + 1))
+
+        full = best_first(_PathExpander(k, 0.0, seed), 32, depth)
+        early = best_first_batched(_PathExpander(k, 0.0, seed), 32, depth, width, enough)
+        assert early == full.prefix(len(early)), (seed, width, k)  # a prefix of the full tree
+        keep = best_prefix(gains(full.scores), round_cost(full.depths, width))
+        assert best_prefix(gains(early.scores), round_cost(early.depths, width)) == keep <= len(early)
+        stopped += len(early) < 24
+    assert stopped > 48  # of 72 builds: the rule does stop early
+
+
 @pytest.mark.parametrize("width", [2, 8])
 @torch.inference_mode()
 def test_fast_batched_builder_equals_the_reference(qwen_target, make_drafter, width):
@@ -141,8 +175,8 @@ class _ToyHead:
     def __init__(self, vocab):
         self.vocab = vocab
 
-    def init_state(self, batch, device, dtype):
-        return torch.zeros(batch, self.vocab, dtype=dtype)
+    def first_step(self, embeds):
+        return embeds
 
     def step(self, embeds, state):
         return embeds
