@@ -32,14 +32,20 @@ class VerifyCurve:
     seconds: list[float]
     prompt_tokens: int  # the cached prompt length it was measured after
 
+    def __post_init__(self) -> None:
+        self._memo: dict[int, float] = {}  # window -> seconds: a tree round asks for the same few windows many times
+
     def __call__(self, n: int) -> float:
         """Linear interpolation between measured windows; linear extrapolation past the ends."""
+        if (cost := self._memo.get(n)) is not None:
+            return cost
         xs, ys = self.windows, self.seconds
         if len(xs) == 1:
             return ys[0]
         i = next((j for j in range(1, len(xs)) if n <= xs[j]), len(xs) - 1)
         x0, x1, y0, y1 = xs[i - 1], xs[i], ys[i - 1], ys[i]
-        return max(y0 + (y1 - y0) * (n - x0) / (x1 - x0), 0.0)
+        cost = self._memo[n] = max(y0 + (y1 - y0) * (n - x0) / (x1 - x0), 0.0)
+        return cost
 
     def to_dict(self) -> dict:
         return asdict(self)

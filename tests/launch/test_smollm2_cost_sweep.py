@@ -3,25 +3,12 @@ finished runs skipped, then the table of every run (a stub domino-decode writes 
 
 import os
 import subprocess
-import sys
 from pathlib import Path
 
 SCRIPT = Path(__file__).parents[2] / "launch" / "smollm2_cost_sweep.sh"
-STUB = """#!/usr/bin/env bash
-echo "$*" >> "{log}"
-for arg in "$@"; do [[ $arg == hydra.run.dir=* ]] && dir=${{arg#hydra.run.dir=}}; done
-mkdir -p "$dir"
-echo '{{"results": {{"sharegpt": {{"ar": {{"speedup": 1.0}}}}}}, "mean": {{}}}}' > "$dir/results.json"
-"""
 
 
-def _sweep(tmp_path: Path, **env: str) -> list[str]:
-    bin_dir = tmp_path / "bin"
-    bin_dir.mkdir(exist_ok=True)
-    (bin_dir / "domino-decode").write_text(STUB.format(log=tmp_path / "calls.log"))
-    (bin_dir / "domino-decode").chmod(0o755)
-    (bin_dir / "python").write_text(f'#!/usr/bin/env bash\nexec "{sys.executable}" "$@"\n')
-    (bin_dir / "python").chmod(0o755)
+def _sweep(tmp_path: Path, bin_dir: Path, **env: str) -> list[str]:
     (tmp_path / "calls.log").unlink(missing_ok=True)
     full_env = {**os.environ, "BIN": str(bin_dir), "OUT": str(tmp_path / "out"), **env}
     subprocess.run(["bash", str(SCRIPT)], check=True, env=full_env, capture_output=True, text=True)
@@ -29,8 +16,8 @@ def _sweep(tmp_path: Path, **env: str) -> list[str]:
     return log.read_text().splitlines() if log.exists() else []
 
 
-def test_every_budget_and_window_decodes_the_validation_prompts_once(tmp_path):
-    calls = _sweep(tmp_path, PROMPTS="7")
+def test_every_budget_and_window_decodes_the_validation_prompts_once(tmp_path, decode_bin):
+    calls = _sweep(tmp_path, decode_bin, PROMPTS="7")
     dirs = [next(a for a in c.split() if a.startswith("hydra.run.dir=")).rsplit("/", 1)[1] for c in calls]
     assert dirs == [f"budget_{b}" for b in ("4", "8", "16", "32", "auto", "16_repeat")] + ["window_full", "window_auto"]
     assert all("bench=[sharegpt:7]" in c and "preset=smollm2" in c for c in calls)
@@ -40,9 +27,9 @@ def test_every_budget_and_window_decodes_the_validation_prompts_once(tmp_path):
     )
     summary = (tmp_path / "out" / "summary.md").read_text().splitlines()
     assert len(summary) == 2 + 8 and "| sharegpt | ar | budget_8 |" in summary[3]
-    assert _sweep(tmp_path) == []  # rerun: every run is finished, only the table is rewritten
+    assert _sweep(tmp_path, decode_bin) == []  # rerun: every run is finished, only the table is rewritten
 
 
-def test_the_repeat_run_can_be_left_out(tmp_path):
-    calls = _sweep(tmp_path, BUDGETS="auto", WINDOWS="auto", REPEAT="")
+def test_the_repeat_run_can_be_left_out(tmp_path, decode_bin):
+    calls = _sweep(tmp_path, decode_bin, BUDGETS="auto", WINDOWS="auto", REPEAT="")
     assert len(calls) == 2 and "budget_auto" in calls[0] and "window_auto" in calls[1]

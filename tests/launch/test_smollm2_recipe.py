@@ -66,3 +66,20 @@ def test_variants_chooses_which_drafters_train(tmp_path):
         "domino-train experiment=smollm2_no_curriculum run_id=r1",
         "domino-train experiment=smollm2_ttt run_id=r1",
     ]
+
+
+def test_extend_from_continues_a_finished_run_on_a_longer_schedule(tmp_path):
+    _stub_bin(tmp_path)
+    calls = _run(tmp_path, EXTEND_FROM="r2", RUN_ID="r3", MAX_STEPS="9600", VARIANTS="domino")
+    train = [c for c in calls if c.startswith("domino-train")]
+    old = tmp_path / "logs" / "smollm2_domino" / "r2" / "checkpoints" / "last.ckpt"
+    assert train == [
+        f"domino-train experiment=smollm2_domino run_id=r3 trainer.max_steps=9600 train.decay_ratio=0.5 ckpt_path={old}"
+    ]  # lambda stays where the 4,800-step schedule left it
+    own = tmp_path / "logs" / "smollm2_domino" / "r3" / "checkpoints" / "last.ckpt"
+    own.parent.mkdir(parents=True)
+    own.write_text("")
+    calls = _run(tmp_path, EXTEND_FROM="r2", RUN_ID="r3", MAX_STEPS="9600", VARIANTS="domino")
+    assert [c for c in calls if c.startswith("domino-train")] == [  # later: the run resumes itself (auto)
+        "domino-train experiment=smollm2_domino run_id=r3 trainer.max_steps=9600 train.decay_ratio=0.5"
+    ]

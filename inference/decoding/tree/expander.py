@@ -1,16 +1,18 @@
 """`FastDominoExpander`: DominoTree node expansion on static buffers, replayed as CUDA graphs on GPUs.
 
-Same arithmetic as `build.ReferenceDominoExpander`, op for op (with `width=1` it builds the same trees
-bit for bit); what changes is where the work happens:
+The same computation as `build.ReferenceDominoExpander` (the same trees; scores equal up to rounding,
+since a step reads every position's candidates in one product); what changes is where the work happens:
 - setup (once per round, one graph): the backbone's top-M ids per draft position, their base logits and
-  W2 rows (in fp32, as `DominoHead.correction_rows` reads them), the base-logit children of the first
+  W2 rows (in fp32, as `DominoHead.correction_rows` computes), the base-logit children of the first
   `pure_draft_prefix_len` positions, the root's GRU state (`first_step`: no W_hh product with the zero
   state) and the root's corrected children;
 - expand (up to `width` nodes at once, one graph): each node's GRU state (one step from its parent's
   over its own token), the correction over the M rows from that state, log-softmax over M, top
-  `node_topk`. `build.best_first_batched` hands it several frontier nodes per step, so that a round
-  pays a few head steps instead of one per node: on a CPU each step is fixed overhead (bf16 GEMMs cost
-  the same for 1 and 32 rows), on a GPU one graph launch.
+  `node_topk`. A node's token always lies in the draft vocabulary, so its GRU input projection W_ih . e
+  is read from a table of every draft token's, built once (`GATE_TABLE_BYTES`), not computed from the
+  weights each step. `build.best_first_batched` hands it several frontier nodes per step, so that a
+  round pays a few head steps instead of one per node: on a CPU each step is fixed overhead (bf16 GEMMs
+  cost the same for 1 and 32 rows), on a GPU one graph launch.
 The heap stays on the host (`build.best_first` / `best_first_batched`); each step costs one small
 device-to-host read (the children's ids and log-probabilities), and the nodes' states stay on the
 device in a pool. Children at draft positions <= `pure_draft_prefix_len` come from the base logits,
@@ -24,6 +26,8 @@ import torch
 from inference.decoding.cuda_graph import StaticStep
 from inference.decoding.tree.build import Children, topk_logprobs
 from inference.drafter import DominoDrafter
+
+GATE_TABLE_BYTES = 64 << 20  # the largest table of draft tokens' GRU input projections kept (N x 3G)
 
 
 class FastDominoExpander:
@@ -57,7 +61,7 @@ class FastDominoExpander:
         m = top_m or 1
         self.cand = torch.zeros(d, m, dtype=torch.long, device=dev)
         self.base_m = torch.zeros(d, m, device=dev, dtype=dt)
-        self.w2_rows = torch.zeros(d, m, cfg.correction_rank, device=dev)  # fp32: `correction_rows` reads fp32
+        self.w2_t = torch.zeros(cfg.correction_rank, d * m, device=dev)  # every position's candidate W2 rows^T, fp32
         self.base_choice = torch.zeros(max(self.prefix, 1), 2, self.k_base, dtype=torch.float64, device=dev)
         self.root_state = torch.zeros(1, g, device=dev, dtype=dt)
         self.root_choice = torch.zeros(1, 2, self.k, dtype=torch.float64, device=dev)
@@ -72,17 +76,39 @@ class FastDominoExpander:
         self._ids: dict[int, list[int]] = {}  # node -> its children's ids (target ids), best first
         self._base_lists: list[Children] = []
         self.steps = 0  # expansion steps run so far (the cost model times them)
+        self.gate_table, self.draft_index = self._gate_table()
         self.setup_step = StaticStep(self._setup, cuda_graph)
         self.expand_step = StaticStep(self._expand, cuda_graph)
+
+    @torch.inference_mode()
+    def _gate_table(self) -> tuple[torch.Tensor | None, torch.Tensor | None]:
+        """(W_ih . e of every draft token [N, 3G], the draft id of every target id [V]), or (None, None)
+        without a draft vocabulary or past `GATE_TABLE_BYTES`. Built 256 rows at a time: a prepacked bf16
+        linear gives the same rows for any count up to ~300 (`prepacked_linear`), so on a bf16 CPU target
+        the table holds exactly what a step would compute."""
+        vocab, head = self.drafter.vocab, self.head
+        p = next(head.parameters())
+        if not vocab.is_subset or vocab.size * 3 * head.gru_hidden_dim * p.element_size() > GATE_TABLE_BYTES:
+            return None, None
+        target_ids = vocab.draft_to_target()
+        chunks = [
+            head.input_projection(self.drafter.embed(ids).to(p.dtype)) for ids in target_ids.split(256)
+        ]
+        draft_index = torch.zeros(vocab.vocab_size, dtype=torch.long, device=p.device)
+        draft_index[target_ids] = torch.arange(len(target_ids), device=p.device)
+        return torch.cat(chunks), draft_index
 
     # ---------------------------------------------------------------- the captured computations
     def _corrected(self, hidden: torch.Tensor, states: torch.Tensor, pos: torch.Tensor, out: torch.Tensor) -> None:
         """Corrected children (log-probs and ids, as float64 [n, 2, k]) of n nodes with GRU `states` [n, G]
         whose children sit at draft positions `pos` + 1."""
         if self.top_m:
-            rows = self.w2_rows.index_select(0, pos)  # [n, M, r]
-            logits = self.base_m.index_select(0, pos) + self.head.correction_rows(hidden, states, rows)
-            values, idx = torch.log_softmax(logits.float(), dim=-1).topk(self.k, dim=-1)
+            # One product against every position's candidates, then each node's own position: on a CPU
+            # cheaper than gathering each node's rows (the rows are fp32, as `correction_rows` computes).
+            features = self.head.correction_features(hidden, states).float()
+            every = torch.mm(features, self.w2_t).view(-1, *self.base_m.shape) + self.base_m  # [n, D, M]
+            logits = every.gather(1, pos.view(-1, 1, 1).expand(-1, 1, self.base_m.shape[1])).squeeze(1)
+            values, idx = torch.log_softmax(logits, dim=-1).topk(self.k, dim=-1)
             ids = self.cand.index_select(0, pos).gather(1, idx)
         else:
             logits = self.base.index_select(0, pos) + self.head.correction(hidden, states)
@@ -97,7 +123,7 @@ class FastDominoExpander:
             flat = cand.flatten()  # index_select: a gather of rows, cheaper than advanced indexing
             self.cand.copy_(cand if self.token_map is None else self.token_map.index_select(0, flat).view_as(cand))
             self.base_m.copy_(self.base.gather(1, cand))
-            self.w2_rows.copy_(self.head.embed_proj[2].weight.index_select(0, flat).view_as(self.w2_rows))
+            self.w2_t.copy_(self.head.embed_proj[2].weight.index_select(0, flat).t())
         for pos in range(self.prefix):  # one row at a time: the reference's exact ops
             values, ids = topk_logprobs(self.base[pos], self.k_base, self.token_map)
             self.base_choice[pos, 0].copy_(values)
@@ -109,8 +135,11 @@ class FastDominoExpander:
 
     @torch.inference_mode()
     def _expand(self) -> None:
-        embeds = self.drafter.embed(self.tokens).to(self.parent_states.dtype)
-        self.out_states.copy_(self.head.step(embeds, self.parent_states))
+        if self.gate_table is not None:
+            gi = self.gate_table.index_select(0, self.draft_index.index_select(0, self.tokens))
+        else:
+            gi = self.head.input_projection(self.drafter.embed(self.tokens).to(self.parent_states.dtype))
+        self.out_states.copy_(self.head.step_projected(gi, self.parent_states))
         self._corrected(self.hidden.index_select(0, self.pos), self.out_states, self.pos, self.out_choice)
 
     # ---------------------------------------------------------------- the Expander protocol

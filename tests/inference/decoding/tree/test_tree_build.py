@@ -7,10 +7,12 @@ import math
 import pytest
 import torch
 
+from inference import DominoDrafter, load_target
 from inference.decoding.budget import best_prefix, prefix_settled
 from inference.decoding.tree.build import best_first, best_first_batched, build_ddtree, build_dominotree_reference
 from inference.decoding.tree.draft_tree import DraftTree
 from inference.decoding.tree.expander import FastDominoExpander
+from inference.targets.prepacked_linear import prepack_unavailable_reason
 
 
 def test_ddtree_holds_the_most_probable_prefixes():
@@ -62,20 +64,27 @@ def _round_inputs(drafter, target, seed):
     return hidden, drafter.lm_head(hidden), root
 
 
-@pytest.mark.parametrize("top_m, node_topk, prefix", [(16, 4, 1), (0, 3, 1), (8, 8, 0), (32, 2, 2)])
-@torch.inference_mode()
-def test_fast_builder_equals_the_reference_bit_for_bit(any_tiny_target, top_m, node_topk, prefix, make_drafter):
+@pytest.mark.parametrize(
+    "top_m, node_topk, prefix, vocab",
+    [(16, 4, 1, None), (0, 3, 1, None), (8, 8, 0, None), (32, 2, 2, None), (16, 4, 0, 96)],
+)
+def test_fast_builder_equals_the_reference(any_tiny_target, top_m, node_topk, prefix, vocab, make_drafter):
     target = any_tiny_target
-    drafter = make_drafter(target, block_size=8, pure_draft_prefix_len=prefix).eval()
-    fast = FastDominoExpander(drafter, top_m, node_topk, budget=4)  # grows its state pool when needed
-    for seed, budget in itertools.product(range(3), (1, 5, 16, 40)):
-        hidden, base, root = _round_inputs(drafter, target, seed)
-        ref = build_dominotree_reference(
-            drafter.head, drafter.embed, hidden, base, root, prefix, budget, top_m, node_topk
-        )
-        got = best_first(fast.prepare(hidden, base, root), budget, hidden.shape[0])
-        assert got == ref  # same nodes, same order, same scores (exact float equality)
-        assert len(got) == budget and max(got.depths) <= hidden.shape[0]
+    drafter = make_drafter(target, block_size=8, pure_draft_prefix_len=prefix, draft_vocab_size=vocab).eval()
+    if vocab:
+        drafter.vocab.set_ids(torch.arange(vocab) * 2)  # ids the random rounds draft from
+    token_map = drafter.vocab.draft_to_target()
+    with torch.inference_mode():
+        fast = FastDominoExpander(drafter, top_m, node_topk, budget=4)  # grows its state pool when needed
+        assert (fast.gate_table is not None) == bool(vocab)  # draft-vocabulary tokens: their W_ih . e tabulated
+        for seed, budget in itertools.product(range(3), (1, 5, 16, 40)):
+            hidden, base, root = _round_inputs(drafter, target, seed)
+            args = (hidden, base, root, prefix, budget, top_m, node_topk)
+            ref = build_dominotree_reference(drafter.head, drafter.embed, *args, token_map=token_map)
+            got = best_first(fast.prepare(hidden, base, root), budget, hidden.shape[0])
+            assert (got.tokens, got.parents, got.depths) == (ref.tokens, ref.parents, ref.depths)  # same nodes, order
+            assert got.scores == pytest.approx(ref.scores, abs=1e-5)  # tabulated, batched products round differently
+            assert len(got) == budget and max(got.depths) <= hidden.shape[0]
 
 
 class _PathExpander:
@@ -222,3 +231,21 @@ def test_dominotree_scores_match_a_direct_computation(qwen_target, trained_draft
                     total += torch.log_softmax(logits, -1)[(cand == token).nonzero()[0, 0]].item()
                 state = head.step(drafter.embed(torch.tensor([token])), state)
             assert math.isclose(tree.scores[i], total, rel_tol=1e-5, abs_tol=1e-5)
+
+
+@pytest.mark.skipif(prepack_unavailable_reason("cpu", torch.bfloat16) is not None, reason="no prepacked bf16 linears")
+def test_the_gate_table_holds_what_a_step_computes_on_a_packed_bf16_target(make_drafter, tmp_path):
+    target = load_target("tiny-qwen3", dtype="bfloat16", device="cpu")  # prepacked
+    plain = load_target("tiny-qwen3", dtype="bfloat16", device="cpu", prepack=False)
+    drafter = make_drafter(plain, draft_vocab_size=300)
+    drafter.vocab.set_ids(torch.arange(300))
+    drafter.save_pretrained(tmp_path)
+    drafter = DominoDrafter.from_pretrained(tmp_path, target=target)
+    with torch.inference_mode():
+        fast = FastDominoExpander(drafter, 16, 4, width=8)
+        ids = torch.tensor([3, 299, 17, 256, 255, 0, 42, 8])  # both sides of a 256-row chunk
+        step = drafter.head.input_projection(drafter.embed(ids))
+        table = fast.gate_table.index_select(0, fast.draft_index.index_select(0, ids))
+    if torch.backends.cpu.get_cpu_capability() == "AVX512":  # where prepacked rows were measured bit-identical
+        assert torch.equal(table, step)
+    torch.testing.assert_close(table, step)
