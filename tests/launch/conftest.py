@@ -1,6 +1,9 @@
 """Stub commands for the launch scripts' tests."""
 
+import os
+import subprocess
 import sys
+from collections.abc import Callable
 from pathlib import Path
 
 import pytest
@@ -24,3 +27,18 @@ def decode_bin(tmp_path: Path) -> Path:
     for name in ("domino-decode", "python"):
         (bin_dir / name).chmod(0o755)
     return bin_dir
+
+
+@pytest.fixture
+def decode_calls(tmp_path: Path, decode_bin: Path) -> Callable[..., list[str]]:
+    """Run a launch script with the stub domino-decode; returns the stub's calls (one line of arguments each)."""
+
+    def run(script: str, **env: str) -> list[str]:
+        log = tmp_path / "calls.log"
+        log.unlink(missing_ok=True)
+        full_env = {**os.environ, "BIN": str(decode_bin), **env}
+        path = Path(__file__).parents[2] / "launch" / script
+        subprocess.run(["bash", str(path)], check=True, env=full_env, capture_output=True, text=True)
+        return log.read_text().splitlines() if log.exists() else []
+
+    return run

@@ -1,23 +1,16 @@
 """`launch/smollm2_cost_sweep.sh`: one domino-decode run per budget and window on the validation slice,
 finished runs skipped, then the table of every run (a stub domino-decode writes each results.json)."""
 
-import os
-import subprocess
-from pathlib import Path
-
-SCRIPT = Path(__file__).parents[2] / "launch" / "smollm2_cost_sweep.sh"
+import pytest
 
 
-def _sweep(tmp_path: Path, bin_dir: Path, **env: str) -> list[str]:
-    (tmp_path / "calls.log").unlink(missing_ok=True)
-    full_env = {**os.environ, "BIN": str(bin_dir), "OUT": str(tmp_path / "out"), **env}
-    subprocess.run(["bash", str(SCRIPT)], check=True, env=full_env, capture_output=True, text=True)
-    log = tmp_path / "calls.log"
-    return log.read_text().splitlines() if log.exists() else []
+@pytest.fixture
+def sweep(tmp_path, decode_calls):
+    return lambda **env: decode_calls("smollm2_cost_sweep.sh", OUT=str(tmp_path / "out"), **env)
 
 
-def test_every_budget_and_window_decodes_the_validation_prompts_once(tmp_path, decode_bin):
-    calls = _sweep(tmp_path, decode_bin, PROMPTS="7")
+def test_every_budget_and_window_decodes_the_validation_prompts_once(tmp_path, sweep):
+    calls = sweep(PROMPTS="7")
     dirs = [next(a for a in c.split() if a.startswith("hydra.run.dir=")).rsplit("/", 1)[1] for c in calls]
     assert dirs == [f"budget_{b}" for b in ("4", "8", "16", "32", "auto", "16_repeat")] + ["window_full", "window_auto"]
     assert all("bench=[sharegpt:7]" in c and "preset=smollm2" in c for c in calls)
@@ -27,9 +20,9 @@ def test_every_budget_and_window_decodes_the_validation_prompts_once(tmp_path, d
     )
     summary = (tmp_path / "out" / "summary.md").read_text().splitlines()
     assert len(summary) == 2 + 8 and "| sharegpt | ar | budget_8 |" in summary[3]
-    assert _sweep(tmp_path, decode_bin) == []  # rerun: every run is finished, only the table is rewritten
+    assert sweep() == []  # rerun: every run is finished, only the table is rewritten
 
 
-def test_the_repeat_run_can_be_left_out(tmp_path, decode_bin):
-    calls = _sweep(tmp_path, decode_bin, BUDGETS="auto", WINDOWS="auto", REPEAT="")
+def test_the_repeat_run_can_be_left_out(sweep):
+    calls = sweep(BUDGETS="auto", WINDOWS="auto", REPEAT="")
     assert len(calls) == 2 and "budget_auto" in calls[0] and "window_auto" in calls[1]
