@@ -1,8 +1,9 @@
 """`_target_` paths recorded before a move keep working: run folders resume and recorded configs instantiate.
 
 The records tested are copies: `fixtures/smollm2_domino_r2_run_identity.json` is the `run_identity.json` of
-a run started before domino_train/ was regrouped (issue 23), and `pretrained/*/training_config.yaml` are
-the resolved configs the shipped drafters were trained with (read, never written).
+a run started before domino_train/ was regrouped (issue 23), `fixtures/smollm2_domino_r2_training_config.yaml`
+the resolved config of the r2 drafter trained then, and `pretrained/*/training_config.yaml` the ones the
+shipped drafters were trained with (read, never written).
 """
 
 import json
@@ -42,11 +43,19 @@ def test_every_moved_path_resolves_at_its_new_place_only():
     assert current_target("inference.load_target") == "inference.load_target" and current_target(None) is None
 
 
-@pytest.mark.parametrize("name", ["smollm2-135m-domino", "smollm2-135m-dflash"])
-def test_a_shipped_training_config_instantiates_after_the_upgrade(name):
-    cfg = OmegaConf.load(REPO / "pretrained" / name / "training_config.yaml")
+@pytest.mark.parametrize(
+    "path",
+    [
+        FIXTURES / "smollm2_domino_r2_training_config.yaml",  # written before the move
+        REPO / "pretrained" / "smollm2-135m-domino" / "training_config.yaml",
+        REPO / "pretrained" / "smollm2-135m-dflash" / "training_config.yaml",
+    ],
+)
+def test_a_recorded_training_config_instantiates_after_the_upgrade(path):
+    cfg = OmegaConf.load(path)
     recorded = _targets(OmegaConf.to_container(cfg), [])
-    assert "domino_train.data_module.TokenizedDataModule" in recorded  # written before the move
+    if path.parent == FIXTURES:
+        assert "domino_train.data_module.TokenizedDataModule" in recorded
     upgrade_targets(cfg)
     upgraded = _targets(OmegaConf.to_container(cfg), [])
     assert upgraded == [current_target(t) for t in recorded]
