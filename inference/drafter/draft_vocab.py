@@ -118,6 +118,11 @@ class DraftVocab:
         """The target id of every draft id [N] (int64; shared, do not modify); None without a subset."""
         return self._derived()[0] if self.is_subset else None
 
+    def target_to_draft(self) -> torch.Tensor | None:
+        """The draft id of every target id [V] (int64, 0 outside the subset; shared, do not modify); None
+        without a subset."""
+        return self._derived()[1] if self.is_subset else None
+
     def to_target_ids(self, ids: torch.Tensor) -> torch.Tensor:
         """Ids picked from the drafter's logits -> target ids (the identity without a subset)."""
         return ids + self.d2t[ids] if self.is_subset else ids
@@ -127,7 +132,7 @@ class DraftVocab:
         if not self.is_subset:
             return target_ids, torch.ones_like(target_ids, dtype=torch.bool)
         inside = self.t2d[target_ids]
-        return torch.where(inside, self._derived()[1][target_ids], 0), inside
+        return torch.where(inside, self.target_to_draft()[target_ids], 0), inside
 
     def full_vocab_probs(self, probs: torch.Tensor) -> torch.Tensor:
         """A distribution over draft ids [..., N] as one over the target vocabulary [..., V] (0 outside)."""

@@ -117,7 +117,7 @@ class DominoHead(nn.Module):
     def correction_rows(self, hidden: torch.Tensor, state: torch.Tensor, w2_rows: torch.Tensor) -> torch.Tensor:
         """The correction on pre-gathered W2 rows [..., M, r] (e.g. once per round for a tree) -> fp32 [..., M].
 
-        In fp32 whatever the weights' dtype: exact for bf16 inputs, and on a CPU a small fp32 matmul is
-        several times faster than a bf16 one of this shape (a tree builder may keep the rows in fp32)."""
+        In fp32 whatever the weights' dtype (exact for bf16 inputs), as `FastDominoExpander` computes it in
+        one product over every position's candidates, so that the two tree builders agree to rounding."""
         features = self.correction_features(hidden, state).float().unsqueeze(-1)
         return torch.matmul(w2_rows.float(), features).squeeze(-1)

@@ -90,13 +90,10 @@ class FastDominoExpander:
         p = next(head.parameters())
         if not vocab.is_subset or vocab.size * 3 * head.gru_hidden_dim * p.element_size() > GATE_TABLE_BYTES:
             return None, None
-        target_ids = vocab.draft_to_target()
         chunks = [
-            head.input_projection(self.drafter.embed(ids).to(p.dtype)) for ids in target_ids.split(256)
+            head.input_projection(self.drafter.embed(ids).to(p.dtype)) for ids in vocab.draft_to_target().split(256)
         ]
-        draft_index = torch.zeros(vocab.vocab_size, dtype=torch.long, device=p.device)
-        draft_index[target_ids] = torch.arange(len(target_ids), device=p.device)
-        return torch.cat(chunks), draft_index
+        return torch.cat(chunks), vocab.target_to_draft()
 
     # ---------------------------------------------------------------- the captured computations
     def _corrected(self, hidden: torch.Tensor, states: torch.Tensor, pos: torch.Tensor, out: torch.Tensor) -> None:
