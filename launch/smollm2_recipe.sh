@@ -8,9 +8,11 @@
 #   EXTEND_FROM=r2 RUN_ID=r3 MAX_STEPS=9600 launch/smollm2_recipe.sh
 #                                       # continue run r2's final checkpoint to 9,600 steps: the cosine LR
 #                                       # re-stretched over the longer run, the curriculum kept where it was
+#   EXTEND_FROM=r3 RUN_ID=r4 MAX_STEPS=12600 TRAIN_DATA=smollm2_recipe_more launch/smollm2_recipe.sh
+#                                       # the same, on the data plus a second regenerated slice (conf/data/)
 # Each data stage resumes (regeneration by shard, the caches by shard; finished stages are skipped),
 # and each training resumes from its run folder's last.ckpt (run_id=$RUN_ID). The slices are disjoint
-# rows of the bundled ShareGPT first turns (conf/data/smollm2_recipe.yaml); MT-Bench and HumanEval,
+# rows of the bundled ShareGPT first turns (conf/data/smollm2_recipe{,_more}.yaml); MT-Bench and HumanEval,
 # the evaluation sets, are not in ShareGPT.
 set -euo pipefail
 cd "$(dirname "$0")/.."
@@ -41,6 +43,10 @@ stage smollm2-regen stages=[prepare,regenerate,tokenize,cache] pipeline.source.s
   pipeline.source.sources.sharegpt.limit=2000 $REGEN
 stage smollm2-distill stages=[prepare,tokenize,cache] tokenize.input=prepared \
   pipeline.source.sources.sharegpt.skip=2200 pipeline.source.sources.sharegpt.limit=5000
+if [[ ${TRAIN_DATA:-} == smollm2_recipe_more ]]; then  # ~45 min on 2 cores: built only when trained on
+  stage smollm2-regen2 stages=[prepare,regenerate,tokenize,cache] pipeline.source.sources.sharegpt.skip=7200 \
+    pipeline.source.sources.sharegpt.limit=2000 $REGEN
+fi
 
 # The drafters train side by side, one core each (two 2-thread jobs on 2 cores run far slower); each
 # logs to $LOGS/smollm2_<variant>/$RUN_ID.log. The script fails if any training fails.
@@ -57,8 +63,12 @@ for variant in ${VARIANTS:-domino dflash}; do
       extend+=(ckpt_path="$LOGS/smollm2_$variant/$EXTEND_FROM/checkpoints/last.ckpt")
     fi
   fi
+  data=()
+  if [[ -n "${TRAIN_DATA:-}" ]]; then
+    data=(data="$TRAIN_DATA")  # another data config (default: the experiment's smollm2_recipe)
+  fi
   OMP_NUM_THREADS=${TRAIN_THREADS:-1} "$BIN/domino-train" experiment=smollm2_$variant run_id="$RUN_ID" \
-    "${extend[@]}" >>"$log" 2>&1 &
+    "${data[@]}" "${extend[@]}" >>"$log" 2>&1 &
   pids+=($!)
 done
 status=0

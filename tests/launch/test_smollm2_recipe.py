@@ -83,3 +83,18 @@ def test_extend_from_continues_a_finished_run_on_a_longer_schedule(tmp_path):
     assert [c for c in calls if c.startswith("domino-train")] == [  # later: the run resumes itself (auto)
         "domino-train experiment=smollm2_domino run_id=r3 trainer.max_steps=9600 train.decay_ratio=0.5"
     ]
+
+
+def test_train_data_more_builds_the_second_regenerated_slice_and_trains_on_it(tmp_path):
+    _stub_bin(tmp_path)
+    for name in ("smollm2-val", "smollm2-regen", "smollm2-distill"):
+        (tmp_path / "data" / name / "features").mkdir(parents=True)
+        (tmp_path / "data" / name / "features" / "index.json").write_text("{}")
+    calls = _run(tmp_path, TRAIN_DATA="smollm2_recipe_more", VARIANTS="domino")
+    data = [c for c in calls if c.startswith("domino-data")]
+    assert len(data) == 1 and "name=smollm2-regen2" in data[0]
+    assert "skip=7200" in data[0] and "limit=2000" in data[0] and "regenerate" in data[0]
+    assert [c for c in calls if c.startswith("domino-train")] == [
+        "domino-train experiment=smollm2_domino run_id=r1 data=smollm2_recipe_more"
+    ]
+    assert not any("regen2" in c for c in _run(tmp_path, VARIANTS="domino"))  # only built when trained on
