@@ -8,8 +8,8 @@
 #   EXTEND_FROM=r2 RUN_ID=r3 MAX_STEPS=9600 launch/smollm2_recipe.sh
 #                                       # continue run r2's final checkpoint to 9,600 steps: the cosine LR
 #                                       # re-stretched over the longer run, the curriculum kept where it was
-#   EXTEND_FROM=r3 RUN_ID=r4 MAX_STEPS=12600 TRAIN_DATA=smollm2_recipe_more launch/smollm2_recipe.sh
-#                                       # the same, on the data plus a second regenerated slice (conf/data/)
+#   EXTEND_FROM=r3 RUN_ID=r4 MAX_STEPS=12900 TRAIN_DATA=smollm2_recipe_more launch/smollm2_recipe.sh
+#                                       # the same, on the data plus two more regenerated slices (conf/data/)
 # Each data stage resumes (regeneration by shard, the caches by shard; finished stages are skipped),
 # and each training resumes from its run folder's last.ckpt (run_id=$RUN_ID). The slices are disjoint
 # rows of the bundled ShareGPT first turns (conf/data/smollm2_recipe{,_more}.yaml); MT-Bench and HumanEval,
@@ -43,8 +43,10 @@ stage smollm2-regen stages=[prepare,regenerate,tokenize,cache] pipeline.source.s
   pipeline.source.sources.sharegpt.limit=2000 $REGEN
 stage smollm2-distill stages=[prepare,tokenize,cache] tokenize.input=prepared \
   pipeline.source.sources.sharegpt.skip=2200 pipeline.source.sources.sharegpt.limit=5000
-if [[ ${TRAIN_DATA:-} == smollm2_recipe_more ]]; then  # ~45 min on 2 cores: built only when trained on
+if [[ ${TRAIN_DATA:-} == smollm2_recipe_more ]]; then  # ~25 min each on 2 cores: built only when trained on
   stage smollm2-regen2 stages=[prepare,regenerate,tokenize,cache] pipeline.source.sources.sharegpt.skip=7200 \
+    pipeline.source.sources.sharegpt.limit=2000 $REGEN
+  stage smollm2-regen3 stages=[prepare,regenerate,tokenize,cache] pipeline.source.sources.sharegpt.skip=9200 \
     pipeline.source.sources.sharegpt.limit=2000 $REGEN
 fi
 

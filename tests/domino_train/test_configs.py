@@ -53,11 +53,11 @@ def test_ablations_are_one_line_overrides(tmp_path, compose_train):
     assert base.trainer.precision == "bf16-mixed" and base.train.lr == 6e-4 and base.trainer.max_epochs == 6
 
 
-def test_the_wider_smollm2_data_adds_one_regenerated_slice_and_keeps_the_validation_set(tmp_path, compose_train):
+def test_the_wider_smollm2_data_adds_two_regenerated_slices_and_keeps_the_validation_set(tmp_path, compose_train):
     base = compose_train(["experiment=smollm2_domino"], tmp_path).data
     more = compose_train(["experiment=smollm2_domino", "data=smollm2_recipe_more"], tmp_path).data
-    assert more.more_sets[: len(base.more_sets)] == base.more_sets and len(more.more_sets) == len(base.more_sets) + 1
-    assert more.more_sets[-1].path.endswith("smollm2-regen2/tokenized")
+    assert more.more_sets[: len(base.more_sets)] == base.more_sets and len(more.more_sets) == len(base.more_sets) + 2
+    assert [s.path.split("/")[-2] for s in more.more_sets[-2:]] == ["smollm2-regen2", "smollm2-regen3"]
     assert (more.path, more.val_path, more.labels) == (base.path, base.val_path, base.labels)
 
 

@@ -85,15 +85,16 @@ def test_extend_from_continues_a_finished_run_on_a_longer_schedule(tmp_path):
     ]
 
 
-def test_train_data_more_builds_the_second_regenerated_slice_and_trains_on_it(tmp_path):
+def test_train_data_more_builds_two_more_regenerated_slices_and_trains_on_them(tmp_path):
     _stub_bin(tmp_path)
     for name in ("smollm2-val", "smollm2-regen", "smollm2-distill"):
         (tmp_path / "data" / name / "features").mkdir(parents=True)
         (tmp_path / "data" / name / "features" / "index.json").write_text("{}")
     calls = _run(tmp_path, TRAIN_DATA="smollm2_recipe_more", VARIANTS="domino")
     data = [c for c in calls if c.startswith("domino-data")]
-    assert len(data) == 1 and "name=smollm2-regen2" in data[0]
-    assert "skip=7200" in data[0] and "limit=2000" in data[0] and "regenerate" in data[0]
+    assert [c.split()[1] for c in data] == ["name=smollm2-regen2", "name=smollm2-regen3"]
+    assert "skip=7200" in data[0] and "skip=9200" in data[1]
+    assert all("limit=2000" in c and "regenerate" in c for c in data)
     assert [c for c in calls if c.startswith("domino-train")] == [
         "domino-train experiment=smollm2_domino run_id=r1 data=smollm2_recipe_more"
     ]
