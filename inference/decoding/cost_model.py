@@ -2,8 +2,9 @@
 
 - `VerifyCurve`: the target's forward over an n-token window after a cached prompt, timed on a grid of
   window sizes in the run's precision (`measure_verify_curve`) and interpolated linearly between grid
-  points (extrapolated from the last two beyond them). On a GPU it is flat to ~64 tokens; on a CPU it
-  depends on the precision (bf16 with bf16 instructions: nearly flat to 16; fp32: grows from 2 tokens).
+  points (extrapolated from the last two beyond them) and never falling: a longer window that timed faster
+  than a shorter one is timing noise, which would steer rounds to the larger tree. On a GPU it is flat to
+  ~64 tokens; on a CPU it depends on the precision (bf16 with bf16 instructions: nearly flat to 16; fp32: grows from 2 tokens).
 - `RunningMean`: the drafter's costs (a round's fixed draft cost, one expansion step of DominoTree),
   averaged over the rounds a decoder has drafted so far; the warm-up generation seeds them.
 
@@ -13,6 +14,7 @@ verifies; `domino-decode` writes the curve into settings.json and results.json.
 
 from __future__ import annotations
 
+import itertools
 import statistics
 import time
 from dataclasses import asdict, dataclass
@@ -26,13 +28,15 @@ DEFAULT_WINDOWS = (1, 2, 4, 8, 12, 16, 24, 32, 48, 64)
 
 @dataclass
 class VerifyCurve:
-    """Seconds of a verify forward over n tokens, measured at `windows` (ascending)."""
+    """Seconds of a verify forward over n tokens, measured at `windows` (ascending); `seconds` is kept
+    non-decreasing (each point at least the largest before it)."""
 
     windows: list[int]
     seconds: list[float]
     prompt_tokens: int  # the cached prompt length it was measured after
 
     def __post_init__(self) -> None:
+        self.seconds = list(itertools.accumulate(self.seconds, max))
         self._memo: dict[int, float] = {}  # window -> seconds: a tree round asks for the same few windows many times
 
     def __call__(self, n: int) -> float:

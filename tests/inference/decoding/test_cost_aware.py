@@ -43,6 +43,11 @@ def test_verify_curve_interpolates_and_extrapolates():
     assert curve(1) == 1.0 and curve(3) == 1.0 and curve(10) == pytest.approx(1.5) and curve(28) == pytest.approx(3.0)
 
 
+def test_a_longer_window_never_costs_less_than_a_shorter_one():
+    curve = VerifyCurve([1, 16, 24, 32], [1.0, 2.0, 2.5, 2.2], 10)  # 32 timed below 24: noise
+    assert curve.seconds == [1.0, 2.0, 2.5, 2.5] and curve(32) == curve(24) == 2.5 and curve(28) == 2.5
+
+
 def test_the_verify_curve_is_measured_on_the_target(qwen_target):
     curve = measure_verify_curve(qwen_target, 20, [1, 4, 8], repeats=2)
     assert curve.windows == [1, 4, 8] and all(s > 0 for s in curve.seconds) and curve.prompt_tokens == 20
