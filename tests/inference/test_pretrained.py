@@ -37,7 +37,7 @@ def test_shipped_drafter_is_small_bf16_and_documented(name):
     hf_config = json.loads((folder / "config.json").read_text())
     assert "\n".join(serving_section(hf_config)) + "\n\n## Use" in card  # as `domino-export --serving-section`
     assert with_serving_section(card, hf_config) == card
-    assert "## Training and validation" in card and "- val/tau_final: " in card and "- step: 9600" in card
+    assert "## Training and validation" in card and "- val/tau_final: " in card and "- step: 12900" in card
     decoding = card.split("## Held-out decoding", 1)[1].split("\n## ", 1)[0]
     for bench in ("mt-bench", "humaneval"):  # every method, measured on 40 + 40 held-out prompts
         rows = [line for line in decoding.splitlines() if line.startswith(f"| {bench} | ")]
