@@ -4,7 +4,8 @@
   window sizes in the run's precision (`measure_verify_curve`) and interpolated linearly between grid
   points (extrapolated from the last two beyond them) and never falling: a longer window that timed faster
   than a shorter one is timing noise, which would steer rounds to the larger tree. On a GPU it is flat to
-  ~64 tokens; on a CPU it depends on the precision (bf16 with bf16 instructions: nearly flat to 16; fp32: grows from 2 tokens).
+  ~64 tokens; on a CPU it depends on the precision (bf16 with bf16 instructions: nearly flat to 16; fp32:
+  grows from 2 tokens).
 - `RunningMean`: the drafter's costs (a round's fixed draft cost, one expansion step of DominoTree),
   averaged over the rounds a decoder has drafted so far; the warm-up generation seeds them.
 
