@@ -47,8 +47,19 @@ class ExportDrafter(Callback):
     def __init__(self, dirpath: str, dtype: str = "bfloat16") -> None:
         self.dirpath, self.dtype = Path(dirpath), getattr(torch, dtype)
         self.exported: Path | None = None
+        self._train_ended = False
 
     def on_train_end(self, trainer: L.Trainer, pl_module: L.LightningModule) -> None:
+        self._train_ended = True
+        self._export(trainer, pl_module)
+
+    def on_fit_end(self, trainer: L.Trainer, pl_module: L.LightningModule) -> None:
+        # A run requeued after its last checkpoint but before the export resumes at max_steps: Lightning then
+        # skips the training loop and with it on_train_end, so the export happens here.
+        if not self._train_ended and trainer.max_steps > 0 and trainer.global_step >= trainer.max_steps:
+            self._export(trainer, pl_module)
+
+    def _export(self, trainer: L.Trainer, pl_module: L.LightningModule) -> None:
         if trainer._signal_connector.received_sigterm:  # stopped early (preemption, requeue): no partial export
             return
         with gathered_parameters(trainer, pl_module.drafter):

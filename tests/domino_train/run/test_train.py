@@ -1,6 +1,7 @@
 """End-to-end training on the tiny experiment: export, resume, checkpoints, strategies, offline features."""
 
 import json
+import shutil
 from pathlib import Path
 
 import pytest
@@ -60,6 +61,17 @@ def test_tiny_experiment_trains_and_exports(tiny_cfg, tmp_path, capsys):
     again = DominoDrafter.from_pretrained(out)
     for (k, a), b in zip(drafter.state_dict().items(), again.state_dict().values(), strict=True):
         assert torch.equal(a, b), k
+
+
+def test_a_run_stopped_between_its_last_checkpoint_and_the_export_exports_when_resumed(tiny_cfg, tmp_path):
+    cfg = tiny_cfg("trainer.max_steps=4", "callbacks.model_checkpoint.every_n_train_steps=4")
+    train(cfg)
+    export = tmp_path / "run" / "export"
+    first = DominoDrafter.from_pretrained(export).state_dict()
+    shutil.rmtree(export)  # the requeue signal came after the step-4 checkpoint, before the export
+    train(cfg)  # resumes at max_steps: Lightning skips the training loop (and on_train_end)
+    again = DominoDrafter.from_pretrained(export).state_dict()
+    assert all(torch.equal(first[k], again[k]) for k in first)
 
 
 @pytest.mark.parametrize("flags", [{"avx512f", "avx512_bf16"}, {"avx512f"}], ids=["bf16-cpu", "fp32-cpu"])
