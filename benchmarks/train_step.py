@@ -68,7 +68,9 @@ def main() -> None:
         cfg = compose("train", overrides=args.overrides)
     precision = resolve_training_precision(cfg.trainer.precision, cfg.trainer.accelerator)
     autocast = precision == "bf16-mixed"
-    target = instantiate(cfg.target, dtype=training_target_dtype(cfg.target.dtype, precision), prepack=False)
+    target = instantiate(
+        cfg.target, dtype=training_target_dtype(cfg.target.dtype, precision), prepack=False, engine="hf"
+    )
     config = drafter_config(cfg, target)
     train = OmegaConf.to_container(cfg.train, resolve=True)
     module = DominoLitModule(drafter_config=config, target=lambda **_: target, **train)

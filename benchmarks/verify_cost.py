@@ -3,7 +3,7 @@
     python benchmarks/verify_cost.py                          # SmolLM2-135M, fp32 and bf16 side by side
     python benchmarks/verify_cost.py --dtype auto --k 1 8 16  # only the precision domino-decode would pick
     python benchmarks/verify_cost.py --target smollm2 --prompt 400 --threads 2
-    python benchmarks/verify_cost.py --dtype bfloat16 --prepack false auto  # bf16 with and without prepacked weights
+    python benchmarks/verify_cost.py --dtype float32 --prepack false auto --engine hf lean  # kernels x engines
 
 A chain of block size B verifies B tokens per round, a tree of budget N verifies N + 1; a round pays
 off when tau exceeds (verify cost + draft cost) / (one AR step). On a GPU k tokens cost about one step
@@ -22,34 +22,39 @@ import torch
 
 from inference import load_target
 from inference.decoding.cost_model import measure_verify_curve
-from inference.precision import dtype_name, resolve_dtype
-from inference.targets.prepacked_linear import resolve_prepack
 
 
 def main() -> None:
     parser = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
     parser.add_argument("--target", default="smollm2")
-    parser.add_argument("--dtype", nargs="+", default=["float32", "bfloat16"], help="auto, float32, bfloat16")
+    parser.add_argument(
+        "--dtype", nargs="+", default=["float32", "bfloat16", "bf16-weights"], help="auto or a precision"
+    )
     parser.add_argument("--prompt", type=int, default=200, help="cached prompt tokens before the verified window")
     parser.add_argument("--k", type=int, nargs="+", default=[1, 2, 4, 8, 16, 32])
     parser.add_argument("--layer-ids", type=int, nargs="*", default=[1, 10, 18, 27])
     parser.add_argument("--repeats", type=int, default=15)
     parser.add_argument("--threads", type=int, default=None)
     parser.add_argument(
-        "--prepack", nargs="+", default=["auto"], help="auto, true, false: the target's linear weights prepacked"
+        "--prepack",
+        nargs="+",
+        default=["auto"],
+        help="auto, true, false: the linears' kernels (measured, oneDNN, plain)",
     )
+    parser.add_argument("--engine", nargs="+", default=["auto"], help="auto, lean, hf: the target's forward")
     args = parser.parse_args()
     if args.threads:
         torch.set_num_threads(args.threads)
     columns = {}
     prepacks = [_switch(p) for p in args.prepack]
-    for dtype in dict.fromkeys(resolve_dtype(d, "cpu") for d in args.dtype):
-        for packed in dict.fromkeys(resolve_prepack(p, "cpu", dtype) for p in prepacks):
-            target = load_target(args.target, dtype=dtype, device="cpu", prepack=packed)
-            curve = measure_verify_curve(target, args.prompt, args.k, args.layer_ids, args.repeats)
-            label = f"{dtype_name(dtype)}{' packed' if packed else ''}"
-            columns[label] = dict(zip(curve.windows, curve.seconds, strict=True))
-            del target
+    for dtype in dict.fromkeys(args.dtype):
+        for packed in prepacks:
+            for engine in args.engine:
+                target = load_target(args.target, dtype=dtype, device="cpu", prepack=packed, engine=engine)
+                curve = measure_verify_curve(target, args.prompt, args.k, args.layer_ids, args.repeats)
+                label = f"{target.precision_name} {target.engine} {target.kernel_policy.mode}"
+                columns[label] = dict(zip(curve.windows, curve.seconds, strict=True))
+                del target
     print(
         f"{args.target}: {args.prompt}-token cached prompt, threads {torch.get_num_threads()}, median of {args.repeats}"
     )

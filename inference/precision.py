@@ -1,14 +1,14 @@
-"""The one precision policy: which dtype the target, the drafter and training compute in.
+"""The precision rule: which dtype training and, where nothing was measured, the target compute in.
 
-`dtype: auto` (the default of every real target) means bf16 wherever the hardware computes it natively,
-fp32 elsewhere; an explicit dtype always wins. Natively means an accelerator (CUDA, MPS, XPU), or a CPU
-whose kernels have bf16 instructions: x86 `avx512_bf16` or AMX (`amx_bf16`), Arm `bf16`. On such a CPU
-oneDNN's bf16 GEMM costs about the same for 1 to 16 rows while fp32 (MKL) jumps 2-3x from one row to four,
-so a verify window costs about one decode step only in bf16 (`benchmarks/verify_cost.py` measures it).
-Without those instructions bf16 is emulated and slower than fp32, so fp32 stays there. A bf16 target on
-a CPU also keeps its linear weights prepacked in oneDNN's layout (`load_target(prepack="auto")`,
-`inference.targets.prepacked_linear`): without that, the per-call weight reorder makes a bf16 decode step
-slower than an fp32 one.
+The rule: bf16 wherever the hardware computes it natively, fp32 elsewhere; an explicit dtype always wins.
+Natively means an accelerator (CUDA, MPS, XPU), or a CPU whose kernels have bf16 instructions: x86
+`avx512_bf16` or AMX (`amx_bf16`), Arm `bf16`.
+
+Decoding does better than a rule on a CPU: a Llama-family target's `dtype: auto` is chosen by measuring
+the candidate precisions' kernels on the machine (`inference.kernels.choice.resolve_precision`: fp32,
+bf16, and bf16-valued weights with fp32 compute), because the fastest one is not what the flags predict
+(on an AVX2 EPYC without bf16 instructions, bf16 weights with fp32 compute beat both). This module keeps
+the rule for training, for targets the measurement cannot describe, and for non-CPU devices.
 
 Training follows the same rule as a Lightning precision: `auto` = `bf16-mixed` (autocast; master weights
 and optimizer state stay fp32) where bf16 is native, `32-true` elsewhere. The drafter always runs in its

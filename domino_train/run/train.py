@@ -44,8 +44,8 @@ def build(cfg: DictConfig) -> tuple[DominoLitModule, L.LightningDataModule, L.Tr
     L.seed_everything(cfg.seed, workers=True)
     precision = resolve_training_precision(cfg.trainer.precision, cfg.trainer.accelerator)
     dtype = training_target_dtype(cfg.target.get("dtype"), precision)
-    # prepack=False: training backpropagates through the target's lm_head and copies its layers' weights.
-    target_factory = instantiate(cfg.target, _partial_=True, dtype=dtype, prepack=False)
+    # prepack=False, engine=hf: training backpropagates through the target's plain lm_head and copies its layers.
+    target_factory = instantiate(cfg.target, _partial_=True, dtype=dtype, prepack=False, engine="hf")
     config = drafter_config(cfg, target_factory(device="meta"))
     datamodule = instantiate(cfg.data)
     run_config = OmegaConf.to_container(cfg, resolve=True)

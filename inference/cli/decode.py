@@ -36,8 +36,9 @@ from inference.eval.loop import run_dataset, warm_up
 from inference.eval.prompt_sets import load_benchmark
 from inference.eval.records import RecordLog
 from inference.eval.results import write_outputs
-from inference.precision import resolve_dtype
+from inference.kernels.choice import resolve_precision
 from inference.targets.adapter import TargetModel
+from inference.targets.engine import engine_report
 from inference.targets.loader import load_target
 
 log = logging.getLogger("domino-decode")
@@ -150,31 +151,34 @@ def run(cfg: DictConfig, out_dir: Path) -> dict[str, Any]:
     previous = record_log.start(_measured_settings(cfg))
     if previous:
         log.info("resuming %s: %d generations already recorded", out_dir, len(previous))
+    # The target's device and precision as `load_target` will take them, decided first so that the drafters
+    # are checked (before the target is loaded) and load straight into them (casting a built module would
+    # also round its fp32 RoPE table); the target then gets that same precision.
+    device = cfg.target.get("device") or ("cuda" if torch.cuda.is_available() else "cpu")
+    described = load_target(cfg.target.spec, device="meta", mask_token_id=cfg.target.get("mask_token_id"))
+    precision = resolve_precision(cfg.target.get("dtype"), device, described.config)
     drafters: dict[str, DominoDrafter] = {}
-    if paths:
-        # The target's device and dtype as `load_target` will choose them, so the drafter loads straight
-        # into them (casting a built module would also round its fp32 RoPE table).
-        device = cfg.target.get("device") or ("cuda" if torch.cuda.is_available() else "cpu")
-        dtype = resolve_dtype(cfg.target.get("dtype"), device)
-        described = load_target(cfg.target.spec, device="meta", mask_token_id=cfg.target.get("mask_token_id"))
-        for path in dict.fromkeys(paths.values()):
-            drafters[path] = DominoDrafter.from_pretrained(
-                path, described.config, device=device, dtype=dtype, mask_token_id=_mask_token_id(described)
-            )
-        for m, path in paths.items():
-            check_drafter(m, drafters[path])
+    for path in dict.fromkeys(paths.values()):
+        drafters[path] = DominoDrafter.from_pretrained(
+            path, described.config, device=device, dtype=precision.dtype, mask_token_id=_mask_token_id(described)
+        )
+    for m, path in paths.items():
+        check_drafter(m, drafters[path])
 
-    target = hydra.utils.instantiate(cfg.target)
+    target = hydra.utils.instantiate(cfg.target, dtype=precision.name)
+    target.precision = precision  # with how it was chosen and the measured scores
     for drafter in drafters.values():
         drafter.bind_target(target.embed_tokens, target.lm_head)
     decoders = {
         m: build_decoder(m, target, drafters.get(paths.get(m)), options[method_spec(m).family], tree) for m in methods
     }
     log.info(
-        "target %s on %s (%s); methods %s; benchmarks %s",
+        "target %s on %s (%s, %s engine, %s kernels); methods %s; benchmarks %s",
         target.name,
         target.device,
-        target.dtype,
+        target.precision_name,
+        target.engine,
+        target.kernel_policy.describe() if target.kernel_policy else "plain",
         methods,
         list(benchmarks),
     )
@@ -208,6 +212,8 @@ def run(cfg: DictConfig, out_dir: Path) -> dict[str, Any]:
         "baseline_drafter": str(cfg.baseline_drafter_path) if cfg.baseline_drafter_path else None,
         "device": str(target.device),
         "dtype": str(target.dtype).removeprefix("torch."),
+        "precision": target.precision.to_dict() if target.precision else {"precision": target.precision_name},
+        "engine": engine_report(target),
         "temperature": cfg.temperature,
         "verify": cfg.verify,
         "noise_window": noise_window,

@@ -26,7 +26,7 @@ class ARDecoder(Decoder):
         target, clock = self.target, self.clock
         stats = GenerationStats(prompt_tokens=ids.shape[1])
         start = clock.now()
-        cache = target.new_cache()
+        cache = target.new_cache(capacity=ids.shape[1] + budget + 1)
         logits = target(ids, cache=cache, last_logits_only=True).logits[:, -1]
         token = sample(logits, self.sampling, generator)
         tokens = [token.item()]

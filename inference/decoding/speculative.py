@@ -22,6 +22,7 @@ from transformers import DynamicCache
 
 from inference.decoding.acceptance import AcceptanceModel
 from inference.decoding.cost_model import DEFAULT_WINDOWS, VerifyCurve, measure_verify_curve
+from inference.decoding.draft_gate import DraftGate
 from inference.decoding.generation import Decoder, Generation, take_until_stop
 from inference.decoding.options import DecodeOptions
 from inference.decoding.sampling import sample
@@ -68,6 +69,7 @@ class SpeculativeDecoder(Decoder):
         self.layer_ids = list(drafter.config.target_layer_ids)
         self.acceptance = AcceptanceModel()  # path score -> acceptance, from the rounds verified so far
         self.verify_curve: VerifyCurve | None = None  # `measure_costs`, before a cost-aware decoder's first round
+        self.gate = DraftGate()  # cost-aware decoders: plain rounds while drafting does not pay (draft_gate.py)
 
     def verify_cost(self, n: int) -> float:
         """Seconds of a verify forward over n tokens (`cost_model`): a cost-aware decoder measures the
@@ -91,6 +93,10 @@ class SpeculativeDecoder(Decoder):
         """Propose tokens after `state.root` (at most `state.tokens_left - 1` of them can be used)."""
 
     @abstractmethod
+    def no_draft(self, state: DecodeState) -> Any:
+        """The empty draft of a plain round (the verify then runs the root alone)."""
+
+    @abstractmethod
     def verify(self, state: DecodeState, draft: Any) -> Verdict:
         """Run the target over the draft (appending to `state.target_cache`) and apply the acceptance rule."""
 
@@ -105,7 +111,7 @@ class SpeculativeDecoder(Decoder):
         max_tokens = self.token_budget(prompt_len, max_new_tokens)
         clock, stats = self.clock, GenerationStats(prompt_tokens=prompt_len)
         start = clock.now()
-        target_cache = self.target.new_cache()
+        target_cache = self.target.new_cache(capacity=prompt_len + max_tokens + self.max_window() + 1)
         out = self.target(ids, cache=target_cache, layer_ids=self.layer_ids, last_logits_only=True)
         root = sample(out.logits[:, -1], self.sampling, generator)
         tokens = [root.item()]
@@ -122,12 +128,16 @@ class SpeculativeDecoder(Decoder):
         finished = False
         while not finished:
             t0 = clock.now()
-            draft = self.draft(state)
+            drafting = not self.cost_aware or self.gate.drafting()
+            draft = self.draft(state) if drafting else self.no_draft(state)
+            stats.plain_rounds += not drafting
             t1 = clock.now()
             verdict = self.verify(state, draft)
             t2 = clock.now()
             finished, stopped = self.commit(state, verdict, tokens, stats)
             t3 = clock.now()
+            if self.cost_aware:
+                self.gate.record(drafting, stats.accept_lengths[-1], t3 - t0, 1.0 / self.verify_cost(1))
             stats.draft_s += t1 - t0
             stats.verify_s += t2 - t1
             stats.commit_s += t3 - t2

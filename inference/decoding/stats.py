@@ -29,6 +29,7 @@ class GenerationStats:
     draft_parts_s: dict[str, float] = field(default_factory=dict)  # the draft split further (trees: backbone, build)
     draft_sizes: list[int] = field(default_factory=list)  # per round: drafts verified (tree nodes, chain tokens)
     predicted: list[float] = field(default_factory=list)  # per round: expected tokens (calibrated acceptance)
+    plain_rounds: int = 0  # cost-aware rounds decoded without a draft because drafting did not pay (draft_gate.py)
 
     @property
     def rounds(self) -> int:

@@ -21,8 +21,6 @@ from typing import Any
 import torch
 from torch import nn
 
-from inference.targets.prepacked_linear import PrepackedLinear
-
 # The buffers' checkpoint names and dtypes: they keep their own dtypes whatever the weights are cast to.
 BUFFER_DTYPES = {"d2t": torch.int64, "t2d": torch.bool}
 
@@ -151,8 +149,9 @@ class DraftVocab:
         if self._rows is None or self._rows[0] != key:
             ids = self.draft_to_target().to(weight.device)
             rows, row_bias = weight.detach()[ids], None if bias is None else bias.detach()[ids]
-            if isinstance(lm_head, PrepackedLinear):  # a packed target: its rows are packed once too
-                self._rows = (key, PrepackedLinear.from_weight(rows, row_bias))
+            policy = getattr(lm_head, "policy", None)
+            if policy is not None:  # an lm_head on measured kernels: its rows follow the same policy
+                self._rows = (key, policy.linear(rows, row_bias))
             else:
                 self._rows = (key, functools.partial(torch.nn.functional.linear, weight=rows, bias=row_bias))
         return self._rows[1](flat)

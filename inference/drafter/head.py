@@ -17,7 +17,8 @@ import torch.nn.functional as F
 from torch import nn
 
 from inference.drafter.config import DrafterConfig
-from inference.targets.prepacked_linear import PrepackedLinear
+from inference.kernels.linear import MeasuredLinear
+from inference.kernels.policy import KernelPolicy
 
 
 class DominoHead(nn.Module):
@@ -30,17 +31,16 @@ class DominoHead(nn.Module):
         self.embed_proj = nn.Sequential(
             nn.Linear(h + g, r, bias=False), nn.SiLU(), nn.Linear(r, config.output_vocab_size, bias=False)
         )
-        # The GRU's W_ih and W_hh as prepacked linears (`pack_gru`), used by `step`; a tuple, so that they
-        # stay out of the module tree and the state dict.
-        self.packed_gru: tuple[PrepackedLinear, PrepackedLinear] | None = None
+        # The GRU's W_ih and W_hh on measured kernels (`use_kernels`), used by the decoding steps; a tuple, so
+        # that they stay out of the module tree and the state dict.
+        self.packed_gru: tuple[MeasuredLinear, MeasuredLinear] | None = None
 
-    def pack_gru(self) -> int:
-        """Decode the GRU step on prepacked oneDNN copies of W_ih and W_hh (a drafter bound to a prepacked
-        bf16 target, `DominoDrafter.bind_target`): bit-identical, without a weight reorder per step.
-        Returns how many weights were packed."""
+    def use_kernels(self, policy: KernelPolicy) -> list[MeasuredLinear]:
+        """Run the decoding GRU steps' W_ih and W_hh on `policy`'s kernels (a drafter bound to an inference
+        target, `DominoDrafter.bind_target`); returns the two linears."""
         gru = self.prefix_gru
-        self.packed_gru = (PrepackedLinear.from_weight(gru.weight_ih_l0), PrepackedLinear.from_weight(gru.weight_hh_l0))
-        return 2
+        self.packed_gru = (policy.linear(gru.weight_ih_l0), policy.linear(gru.weight_hh_l0))
+        return list(self.packed_gru)
 
     def init_state(self, batch_size: int, device: torch.device | str, dtype: torch.dtype) -> torch.Tensor:
         """The state before any token: zeros [batch, G]."""

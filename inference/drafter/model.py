@@ -25,7 +25,6 @@ from inference.drafter.draft_cache import DraftKVCache
 from inference.drafter.draft_vocab import DraftVocab
 from inference.drafter.head import DominoHead
 from inference.targets.adapter import TargetModel
-from inference.targets.prepacked_linear import PrepackedLinear, prepack_linears
 
 
 @dataclass
@@ -44,15 +43,15 @@ class DominoDrafter(nn.Module):
         self.head = DominoHead(config) if config.has_head else None
         self._target_io: tuple[nn.Module, nn.Module] | None = None
         self.vocab = DraftVocab(self, config.draft_vocab_size, config.vocab_size)  # registers d2t / t2d
-        self.prepacked_linears = 0  # how many weights run prepacked in oneDNN's layout (bind_target)
+        self.prepacked_linears = 0  # how many weights hold a oneDNN-prepacked layout (bind_target)
 
     # --------------------------------------------------------------------------- the target's modules
     def bind_target(self, embed_tokens: nn.Module, lm_head: nn.Module) -> DominoDrafter:
         """Use the target's token embedding and lm_head (held by reference, kept out of state_dict).
 
-        Bound to a prepacked lm_head (a bf16 target on a CPU, `load_target(prepack=...)`) in its own dtype,
-        the drafter packs its linears too: it is then inference-only and drafts bit-identically
-        (`inference.targets.prepacked_linear`)."""
+        Bound to an lm_head that runs on a kernel policy other than plain (an inference target,
+        `load_target(prepack=...)`, `inference.kernels`) in its own dtype, the drafter's linears and GRU
+        weights follow that policy too: it is then inference-only."""
         weight = getattr(embed_tokens, "weight", None)
         if weight is not None and weight.shape != (self.config.vocab_size, self.config.hidden_size):
             raise ValueError(
@@ -60,10 +59,12 @@ class DominoDrafter(nn.Module):
                 f"({self.config.vocab_size}, {self.config.hidden_size}): this drafter belongs to another target"
             )
         self._target_io = (embed_tokens, lm_head)
-        if isinstance(lm_head, PrepackedLinear) and self.backbone.fc.weight.dtype == lm_head.packed.dtype:
-            prepack_linears(self.requires_grad_(False), keep_weights=True)
-            packed_gru = self.head.pack_gru() if self.head is not None else 0
-            self.prepacked_linears = sum(isinstance(m, PrepackedLinear) for m in self.modules()) + packed_gru
+        policy = getattr(lm_head, "policy", None)
+        if policy is not None and policy.mode != "plain" and self.backbone.fc.weight.dtype == lm_head.weight.dtype:
+            policy.replace_linears(self.requires_grad_(False))
+            gru = self.head.use_kernels(policy) if self.head is not None else []
+            measured = [m for m in [*self.modules(), *gru] if getattr(m, "policy", None) is policy]
+            self.prepacked_linears = sum("onednn" in m.plan.values() for m in measured)
         return self
 
     def _io(self) -> tuple[nn.Module, nn.Module]:

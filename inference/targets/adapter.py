@@ -3,9 +3,11 @@
 What decoding and training need from the target, and nothing else:
 - logits plus the concatenated outputs of `target_layer_ids` (captured with forward hooks on just those
   layers; id `l` = output of decoder layer `l` = HF `hidden_states[l + 1]`);
-- an incremental KV cache (transformers' `DynamicCache`) that can be cropped, and compacted: after a
-  tree verification the accepted path's entries are gathered to the front of the verified window (the
-  operations live in `kv_cache.py`; the adapter's methods are those functions);
+- an incremental KV cache that can be cropped, and compacted: after a tree verification the accepted
+  path's entries are gathered to the front of the verified window. On the lean engine
+  (`lean_forward.py`, installed by `engine.py`) that is a `StaticKVCache`; on HF's forward transformers'
+  `DynamicCache` with in-place growing layers (`kv_cache.py`). `new_cache` gives the engine's kind and
+  every other call dispatches on the cache it is handed;
 - a forward over a token tree: explicit position ids plus an additive 4-D mask (built by
   `inference.decoding.tree.draft_tree.tree_attention_mask` from the tree's visibility).
 The calls work with transformers 5.x both before and after `past_key_values` was renamed `cache`.
@@ -21,8 +23,9 @@ import torch
 from torch import nn
 from transformers import DynamicCache
 
-from inference.targets.kv_cache import cache_length, compact_cache, crop_cache, new_cache
+from inference.targets import kv_cache
 from inference.targets.mask_token import choose_mask_token_id, default_mask_token_id
+from inference.targets.static_cache import StaticKVCache
 
 
 @dataclass
@@ -65,7 +68,12 @@ class TargetModel:
         params = inspect.signature(model.forward).parameters
         self._cache_kwarg = "cache" if "cache" in params else "past_key_values"
         self._mask_token_id = mask_token_id
-        # How many nn.Linear layers run on prepacked oneDNN weights (`load_target(prepack=...)`, prepacked_linear.py).
+        # Set by `engine.install_engine`: the lean layer loop (None = HF's forward), the engine's name, the
+        # kernel policy the linears follow and how many linears hold a oneDNN-prepacked layout.
+        self.lean = None
+        self.precision = None  # a kernels.choice.PrecisionChoice where load_target chose it
+        self.engine = "hf"
+        self.kernel_policy = None
         self.prepacked_linears = 0
 
     # --------------------------------------------------------------------------- properties
@@ -78,6 +86,11 @@ class TargetModel:
         return next(self.model.parameters()).dtype
 
     @property
+    def precision_name(self) -> str:
+        """float32, bfloat16 (the dtype's name) or bf16-weights (fp32 compute on bf16-valued weights)."""
+        return self.precision.name if self.precision is not None else str(self.dtype).removeprefix("torch.")
+
+    @property
     def num_layers(self) -> int:
         return self.config.num_hidden_layers
 
@@ -87,7 +100,8 @@ class TargetModel:
 
     @property
     def lm_head(self) -> nn.Module:
-        return self.model.get_output_embeddings()
+        """The output projection decoding runs (the lean engine's, on its measured kernels, where it runs)."""
+        return self.lean.lm_head if self.lean is not None else self.model.get_output_embeddings()
 
     @property
     def mask_token_id(self) -> int:
@@ -136,12 +150,17 @@ class TargetModel:
 
         `attention_mask` may be a 2-D padding mask or a prepared additive 4-D mask (tree verification);
         `layer_ids` selects which layer outputs are returned as features, concatenated in that order.
+        A `StaticKVCache` (from `new_cache` on the lean engine) runs the lean loop; anything else HF's forward.
         """
-        captured: dict[int, torch.Tensor] = {}
-        handles = []
         for lid in dict.fromkeys(layer_ids or []):
             if not 0 <= lid < self.num_layers:
                 raise ValueError(f"layer id {lid} outside the target's {self.num_layers} layers")
+        if isinstance(cache, StaticKVCache):
+            logits, features = self.lean(input_ids, cache, position_ids, attention_mask, layer_ids, last_logits_only)
+            return TargetOutput(logits=logits, features=features)
+        captured: dict[int, torch.Tensor] = {}
+        handles = []
+        for lid in dict.fromkeys(layer_ids or []):
 
             def hook(_m: nn.Module, _inp: Any, out: Any, lid: int = lid) -> None:
                 captured[lid] = out[0] if isinstance(out, tuple) else out
@@ -162,11 +181,31 @@ class TargetModel:
 
     __call__ = forward
 
-    # --------------------------------------------------------------------------- KV cache (kv_cache.py)
-    def new_cache(self) -> DynamicCache:
-        """A KV cache for this target whose full-attention layers append in place (`kv_cache.new_cache`)."""
-        return new_cache(self.config)
+    # --------------------------------------------------------------------------- KV cache
+    def new_cache(self, capacity: int | None = None) -> StaticKVCache | DynamicCache:
+        """An empty KV cache for this target's engine; `capacity` = the longest sequence it will hold, when
+        known (the static cache then never grows)."""
+        if self.lean is not None:
+            return self.lean.new_cache(capacity)
+        return kv_cache.new_cache(self.config)
 
-    cache_length = staticmethod(cache_length)
-    crop_cache = staticmethod(crop_cache)
-    compact_cache = staticmethod(compact_cache)
+    @staticmethod
+    def cache_length(cache: StaticKVCache | DynamicCache) -> int:
+        """How many positions the cache holds."""
+        return cache.length if isinstance(cache, StaticKVCache) else kv_cache.cache_length(cache)
+
+    @staticmethod
+    def crop_cache(cache: StaticKVCache | DynamicCache, length: int) -> None:
+        """Drop every entry at index >= `length`."""
+        if isinstance(cache, StaticKVCache):
+            cache.crop(length)
+        else:
+            kv_cache.crop_cache(cache, length)
+
+    @staticmethod
+    def compact_cache(cache: StaticKVCache | DynamicCache, start: int, keep: torch.Tensor) -> None:
+        """Keep only entries `start + keep` of the window at `start`, moved to `start..` (tree verification)."""
+        if isinstance(cache, StaticKVCache):
+            cache.compact(start, keep)
+        else:
+            kv_cache.compact_cache(cache, start, keep)

@@ -15,9 +15,9 @@ from typing import Any
 
 import torch
 
-from inference.precision import resolve_dtype
+from inference.kernels.choice import PrecisionChoice, resolve_precision
 from inference.targets.adapter import TargetModel
-from inference.targets.prepacked_linear import prepack_linears, resolve_prepack
+from inference.targets.engine import install_engine
 
 TINY_SPECS = {"tiny": "qwen3", "tiny-qwen3": "qwen3", "tiny-llama": "llama"}
 BUILTIN_SPECS = ("smollm2", *TINY_SPECS)
@@ -60,28 +60,34 @@ def load_target_config(spec: str) -> Any:
 
 def load_target(
     spec: str,
-    dtype: torch.dtype | str | None = "auto",
+    dtype: PrecisionChoice | torch.dtype | str | None = "auto",
     device: torch.device | str | None = None,
     mask_token_id: int | None = None,
     attn_implementation: str = "sdpa",
     chat_template_kwargs: dict[str, Any] | None = None,
     prepack: bool | str = "auto",
+    engine: str = "auto",
 ) -> TargetModel:
     """Load a frozen target model (and its tokenizer when it has one).
 
-    `dtype` may be a torch dtype or its name ("bfloat16"); `auto` (or None) follows the precision policy
-    (`inference.precision`: bf16 where the device computes it natively, else fp32).
+    `dtype` may be a torch dtype, its name ("bfloat16") or `bf16-weights` (fp32 compute on weights rounded
+    to bf16); `auto` (or None) is measured on a CPU for a Llama-family target
+    (`inference.kernels.choice.resolve_precision`) and follows `inference.precision`'s rule elsewhere.
     `device="meta"` loads no weights: the tokenizer, chat template and config only (for tokenizing, or
     for talking to a remote server that runs the model).
     `chat_template_kwargs` (e.g. `{"enable_thinking": False}`) apply to every prompt rendered for it.
-    `prepack` (auto, true, false) stores the linears' weights in oneDNN's blocked layout once
-    (`inference.targets.prepacked_linear`); `auto` does it exactly on a CPU in bf16 with the oneDNN ops.
-    Inference only: training loads its target with `prepack=False`.
+    `engine` (auto, lean, hf) picks the forward decoding runs (`inference.targets.engine`: the lean
+    layer loop on a static cache where the model allows, else HF's). `prepack` picks the linears' kernels:
+    auto = the fastest measured on this machine per shape and row count (`inference.kernels`), true =
+    oneDNN's prepacked layout everywhere, false = plain `F.linear`. Inference only: training loads its
+    target with `prepack=False`.
     """
     from transformers import AutoModelForCausalLM, AutoTokenizer
 
     device = device if device is not None else ("cuda" if torch.cuda.is_available() else "cpu")
-    dtype = resolve_dtype(dtype, device)
+    measured = torch.device(device).type == "cpu" and (dtype is None or dtype == "auto")
+    precision = resolve_precision(dtype, device, load_target_config(spec) if measured else None)
+    dtype = precision.dtype
     template_kwargs = dict(chat_template_kwargs or {})
     if spec in TINY_SPECS:
         from inference.targets.tiny import tiny_target
@@ -89,12 +95,8 @@ def load_target(
         target = tiny_target(TINY_SPECS[spec], dtype=dtype)
         target.model.to(device)
         target.chat_template_kwargs = template_kwargs
-        return _prepacked(target, prepack, device, dtype)
-    path = spec
-    if spec == "smollm2":
-        from inference.targets.smollm2 import smollm2_folder
-
-        path = str(smollm2_folder())
+        return _with_engine(target, precision, engine, prepack, device)
+    path = model_folder(spec)
     try:
         if torch.device(device).type == "meta":
             with torch.device("meta"):
@@ -114,11 +116,27 @@ def load_target(
         mask_token_id=mask_token_id,
         chat_template_kwargs=template_kwargs,
     )
-    return _prepacked(target, prepack, device, dtype)
+    return _with_engine(target, precision, engine, prepack, device)
 
 
-def _prepacked(target: TargetModel, prepack: bool | str, device: torch.device | str, dtype: torch.dtype) -> TargetModel:
-    """`target` with its linears prepacked where `prepack` resolves to true (`device="meta"` never does)."""
-    if torch.device(device).type != "meta" and resolve_prepack(prepack, device, dtype):
-        target.prepacked_linears = prepack_linears(target.model)
-    return target
+def model_folder(spec: str) -> str:
+    """Where `from_pretrained` finds a target: the materialised folder of a built-in, else `spec` itself."""
+    if spec == "smollm2":
+        from inference.targets.smollm2 import smollm2_folder
+
+        return str(smollm2_folder())
+    return spec
+
+
+def _with_engine(
+    target: TargetModel, precision: PrecisionChoice, engine: str, prepack: bool | str, device: torch.device | str
+) -> TargetModel:
+    """`target` in its precision, on its engine and kernels (`device="meta"` holds no weights: HF, plain)."""
+    target.precision = precision
+    if torch.device(device).type == "meta":
+        return target
+    if precision.weights_bf16:
+        with torch.no_grad():
+            for param in target.model.parameters():
+                param.copy_(param.to(torch.bfloat16))
+    return install_engine(target, engine, prepack)

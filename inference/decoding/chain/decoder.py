@@ -149,6 +149,11 @@ class ChainDecoder(SpeculativeDecoder):
         state.stats.predicted.append(1.0 + sum(gains[:keep]))
         return draft.prefix(keep)
 
+    def no_draft(self, state: DecodeState) -> ChainDraft:
+        state.stats.draft_sizes.append(0)
+        state.stats.predicted.append(1.0)
+        return ChainDraft(state.root.new_empty(0))
+
     def verify(self, state: DecodeState, draft: ChainDraft) -> Verdict:
         block = torch.cat([state.root, draft.tokens]).unsqueeze(0)
         out = self.target(block, cache=state.target_cache, layer_ids=self.layer_ids)

@@ -124,6 +124,11 @@ class TreeDecoder(SpeculativeDecoder):
         parts["build"] = parts.get("build", 0.0) + self.clock.now() - t1
         return tree
 
+    def no_draft(self, state: DecodeState) -> DraftTree:
+        state.stats.draft_sizes.append(0)
+        state.stats.predicted.append(1.0)
+        return DraftTree()
+
     def verify(self, state: DecodeState, tree: DraftTree) -> Verdict:
         device = state.root.device
         window = torch.cat([state.root, torch.tensor(tree.tokens, dtype=torch.long, device=device)]).unsqueeze(0)

@@ -6,6 +6,9 @@ sweep on `trainer=gpu trainer.num_nodes=2` asks for 2 nodes x 8 GPUs, which no o
 `install(bin_dir, state_dir)` writes an `sbatch` into `bin_dir` (put it first on PATH) that copies each
 script it is given to `state_dir/scripts/<n>.sh`, runs nothing and fails: the tests read the #SBATCH lines
 submitit wrote (nodes, tasks, GPUs, signal, array), and check that a refused sweep submitted nothing.
+Beside it goes an `srun` that fails without running anything: submitit's Slurm executor refuses to start
+unless `srun` is on PATH (`shutil.which`), so without it the fake cluster would need a real Slurm client
+installed. Nothing should call it (the fake sbatch runs no script); if something does, it fails loudly.
 """
 
 from __future__ import annotations
@@ -15,16 +18,18 @@ import sys
 from pathlib import Path
 
 REFUSAL = "fake sbatch: script recorded, nothing run"
+SRUN_REFUSAL = "fake srun: the fake cluster runs nothing"
 
 
 def install(bin_dir: Path, state_dir: Path) -> None:
     bin_dir.mkdir(parents=True, exist_ok=True)
     state_dir.mkdir(parents=True, exist_ok=True)
-    path = bin_dir / "sbatch"
-    path.write_text(
-        f'#!/bin/sh\nexec {shlex.quote(sys.executable)} {shlex.quote(__file__)} {shlex.quote(str(state_dir))} "$@"\n'
-    )
-    path.chmod(0o755)
+    sbatch = f'exec {shlex.quote(sys.executable)} {shlex.quote(__file__)} {shlex.quote(str(state_dir))} "$@"'
+    srun = f"echo {shlex.quote(f'srun: error: {SRUN_REFUSAL}')} >&2\nexit 1"
+    for name, body in (("sbatch", sbatch), ("srun", srun)):
+        path = bin_dir / name
+        path.write_text(f"#!/bin/sh\n{body}\n")
+        path.chmod(0o755)
 
 
 def record(state_dir: Path, args: list[str]) -> int:

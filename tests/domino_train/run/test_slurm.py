@@ -38,7 +38,8 @@ SLURM_ENV = {
 
 @pytest.fixture
 def fake_cluster(tmp_path, monkeypatch):
-    """The recording sbatch first on PATH, runs under tmp_path; returns its state folder."""
+    """The recording sbatch (and an srun for submitit to find) first on PATH, runs under tmp_path; returns its
+    state folder: no real Slurm is needed, nor touched where one is installed."""
     fake_slurm.install(tmp_path / "bin", tmp_path / "slurm")
     monkeypatch.setenv("PATH", f"{tmp_path / 'bin'}{os.pathsep}{os.environ['PATH']}")
     monkeypatch.setenv("DOMINO_ROOT", str(tmp_path))

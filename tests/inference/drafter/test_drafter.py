@@ -2,7 +2,7 @@ import pytest
 import torch
 
 from inference import DominoDrafter, DraftKVCache, load_target
-from inference.targets.prepacked_linear import PrepackedLinear, prepack_unavailable_reason
+from inference.kernels.linear import MeasuredLinear, kernel_unavailable_reason
 
 
 def test_decoding_path_equals_the_training_path(any_tiny_target, make_drafter):
@@ -93,11 +93,13 @@ def test_from_pretrained_binds_to_a_target(qwen_target, make_drafter, tmp_path):
     assert next(loaded.parameters()).dtype == qwen_target.dtype
 
 
-@pytest.mark.skipif(prepack_unavailable_reason("cpu", torch.bfloat16) is not None, reason="no prepacked bf16 linears")
+@pytest.mark.parametrize("dtype", ["float32", "bfloat16"])
 @pytest.mark.parametrize("draft_vocab_size", [None, 64])
-def test_a_drafter_on_a_prepacked_target_is_packed_and_drafts_the_same(make_drafter, tmp_path, draft_vocab_size):
-    plain_target = load_target("tiny-qwen3", dtype="bfloat16", device="cpu", prepack=False)
-    packed_target = load_target("tiny-qwen3", dtype="bfloat16", device="cpu")
+def test_a_drafter_on_a_prepacked_target_is_packed_and_drafts_the_same(make_drafter, tmp_path, draft_vocab_size, dtype):
+    if kernel_unavailable_reason("onednn", dtype) is not None:
+        pytest.skip(f"no prepacked {dtype} linears here")
+    plain_target = load_target("tiny-qwen3", dtype=dtype, device="cpu", prepack=False)
+    packed_target = load_target("tiny-qwen3", dtype=dtype, device="cpu", prepack=True)
     drafter = make_drafter(plain_target, draft_vocab_size=draft_vocab_size)
     if draft_vocab_size:
         drafter.vocab.set_ids(torch.arange(draft_vocab_size) * 3)
@@ -105,7 +107,7 @@ def test_a_drafter_on_a_prepacked_target_is_packed_and_drafts_the_same(make_draf
     plain = DominoDrafter.from_pretrained(tmp_path, target=plain_target)
     packed = DominoDrafter.from_pretrained(tmp_path, target=packed_target)
     assert plain.prepacked_linears == 0
-    linears = sum(isinstance(m, PrepackedLinear) for m in packed.modules())
+    linears = sum(isinstance(m, MeasuredLinear) for m in packed.modules())
     assert packed.prepacked_linears == linears + 2 > 2  # + the GRU's two weights
     assert packed.head.packed_gru is not None and plain.head.packed_gru is None
     assert not any(type(m) is torch.nn.Linear for m in packed.modules())
@@ -114,16 +116,16 @@ def test_a_drafter_on_a_prepacked_target_is_packed_and_drafts_the_same(make_draf
     with torch.inference_mode():
         for model in (plain, packed):
             cache = model.new_cache(1, 64)
-            model.append_context(cache, features.to(torch.bfloat16))
+            model.append_context(cache, features.to(getattr(torch, dtype)))
             hidden = model.draft_block(cache, torch.tensor([[5]]))
             causal = torch.tensor([[5, 7, 9]])
             drafts.append(model.block_logits(hidden, causal).final)
-            state = model.head.init_state(2, "cpu", torch.bfloat16) + 0.5
+            state = model.head.init_state(2, "cpu", getattr(torch, dtype)) + 0.5
             drafts.append(
                 model.head.step(model.embed(torch.tensor([5, 7])), model.head.step(model.embed(causal[0, :2]), state))
             )
     assert drafts[0].shape[-1] == (draft_vocab_size or plain.config.vocab_size)
     for plain_out, packed_out in (drafts[0::2], drafts[1::2]):
-        if torch.backends.cpu.get_cpu_capability() == "AVX512":  # where the bit-identity was measured
+        if dtype == "bfloat16" and torch.backends.cpu.get_cpu_capability() == "AVX512":  # bit-identical there
             assert torch.equal(plain_out, packed_out)
         torch.testing.assert_close(plain_out, packed_out)

@@ -12,7 +12,7 @@ from inference.decoding.budget import best_prefix, prefix_settled
 from inference.decoding.tree.build import best_first, best_first_batched, build_ddtree, build_dominotree_reference
 from inference.decoding.tree.draft_tree import DraftTree
 from inference.decoding.tree.expander import FastDominoExpander
-from inference.targets.prepacked_linear import prepack_unavailable_reason
+from inference.kernels.linear import kernel_unavailable_reason
 
 
 def test_ddtree_holds_the_most_probable_prefixes():
@@ -233,9 +233,9 @@ def test_dominotree_scores_match_a_direct_computation(qwen_target, trained_draft
             assert math.isclose(tree.scores[i], total, rel_tol=1e-5, abs_tol=1e-5)
 
 
-@pytest.mark.skipif(prepack_unavailable_reason("cpu", torch.bfloat16) is not None, reason="no prepacked bf16 linears")
+@pytest.mark.skipif(kernel_unavailable_reason("onednn", "bfloat16") is not None, reason="no prepacked bf16 linears")
 def test_the_gate_table_holds_what_a_step_computes_on_a_packed_bf16_target(make_drafter, tmp_path):
-    target = load_target("tiny-qwen3", dtype="bfloat16", device="cpu")  # prepacked
+    target = load_target("tiny-qwen3", dtype="bfloat16", device="cpu", prepack=True)
     plain = load_target("tiny-qwen3", dtype="bfloat16", device="cpu", prepack=False)
     drafter = make_drafter(plain, draft_vocab_size=300)
     drafter.vocab.set_ids(torch.arange(300))

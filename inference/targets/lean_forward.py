@@ -1,0 +1,242 @@
+"""`LeanForward`: the target's forward as one hand-written layer loop over the HF model's own weights,
+on a `StaticKVCache`. The engine `TargetModel` runs decoding on (`engine: lean`), where the model allows.
+
+Why: Hugging Face's eager forward spends most of a CPU decode step outside the matmuls (mask and cache
+objects, per-module dispatch, hooks, a cache that concatenates); SmolLM2-135M's one-token fp32 step took
+53-64 ms on 2 EPYC cores where its linears take ~17 ms. This loop does only the model's arithmetic:
+fused q/k/v and gate/up projections (the HF modules' weights become views of the fused tensors: no extra
+memory), one fused `F.rms_norm` per norm, the rotary embedding applied to queries and keys in one pass
+(HF's own rotary module gives cos / sin, so every rope type works), SDPA with grouped KV heads, K/V
+written in place, the features of `layer_ids` taken as the layers produce them, and the lm_head on the
+last row only when that is all the caller reads. On a 2-core CPU each PyTorch op costs 10-40 us
+whatever its size, so the loop is written to issue few of them. Every linear runs on the kernel the
+machine's table picked (`inference.kernels`), or plain `F.linear` when kernels are off.
+
+Supported: decoder-only Llama-family models with full attention everywhere (Llama, Mistral without a
+sliding window, Qwen2, Qwen3 with its q/k norms), SiLU-gated MLPs, rotary positions of any HF rope type.
+`lean_unavailable_reason` names what stops any other model, which then runs on HF's forward.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Callable
+from dataclasses import dataclass
+
+import torch
+import torch.nn.functional as F
+from torch import nn
+
+from inference.targets.static_cache import StaticKVCache
+
+LEAN_MODEL_TYPES = ("llama", "mistral", "qwen2", "qwen3")
+LinearFactory = Callable[[torch.Tensor, torch.Tensor | None], nn.Module]
+
+
+def lean_unavailable_reason(model: nn.Module) -> str | None:
+    """Why `model` cannot run on `LeanForward`, or None when it can."""
+    cfg = model.config
+    if cfg.model_type not in LEAN_MODEL_TYPES:
+        return f"model type {cfg.model_type!r} is not one of {', '.join(LEAN_MODEL_TYPES)}"
+    layer_types = getattr(cfg, "layer_types", None) or []
+    if any(t != "full_attention" for t in layer_types):
+        return f"layers of type {sorted(set(layer_types) - {'full_attention'})} (only full attention is supported)"
+    if getattr(cfg, "sliding_window", None) and getattr(cfg, "use_sliding_window", True):
+        return f"sliding-window attention (window {cfg.sliding_window})"
+    if getattr(cfg, "hidden_act", "silu") != "silu":
+        return f"MLP activation {cfg.hidden_act!r} (only silu)"
+    if getattr(cfg, "pretraining_tp", 1) != 1:
+        return "pretraining_tp > 1"
+    inner = getattr(model, "model", None)
+    needed = ("embed_tokens", "layers", "norm", "rotary_emb")
+    if inner is None or any(not hasattr(inner, name) for name in needed):
+        return "the model does not have the Llama layout (model.embed_tokens / layers / norm / rotary_emb)"
+    for layer in inner.layers:
+        attn, mlp = getattr(layer, "self_attn", None), getattr(layer, "mlp", None)
+        names = ("q_proj", "k_proj", "v_proj", "o_proj")
+        if attn is None or mlp is None or any(type(getattr(attn, n, None)) is not nn.Linear for n in names):
+            return "a decoder layer without nn.Linear q/k/v/o projections"
+        if any(type(getattr(mlp, n, None)) is not nn.Linear for n in ("gate_proj", "up_proj", "down_proj")):
+            return "a decoder layer without a gated nn.Linear MLP"
+    if type(model.get_output_embeddings()) is not nn.Linear:
+        return "the lm_head is not an nn.Linear"
+    return None
+
+
+def fuse_linears(linears: list[nn.Linear]) -> tuple[torch.Tensor, torch.Tensor | None]:
+    """One weight (and bias) for several linears over the same input, stacked by output; each linear's
+    parameters become views of it, so the fused copy costs no memory."""
+    weight = torch.cat([m.weight.detach() for m in linears])
+    has_bias = [m.bias is not None for m in linears]
+    if any(has_bias) and not all(has_bias):
+        raise ValueError("cannot fuse linears of which only some have a bias")
+    bias = torch.cat([m.bias.detach() for m in linears]) if all(has_bias) else None
+    start = 0
+    for m in linears:
+        end = start + m.out_features
+        m.weight = nn.Parameter(weight[start:end], requires_grad=False)
+        if bias is not None:
+            m.bias = nn.Parameter(bias[start:end], requires_grad=False)
+        start = end
+    return weight, bias
+
+
+def plain_linear(weight: torch.Tensor, bias: torch.Tensor | None) -> nn.Module:
+    """A linear on `weight` as stored (the engine without measured kernels)."""
+    linear = nn.Linear(weight.shape[1], weight.shape[0], bias=bias is not None, device="meta")
+    linear.weight = nn.Parameter(weight, requires_grad=False)
+    linear.bias = None if bias is None else nn.Parameter(bias, requires_grad=False)
+    return linear
+
+
+@dataclass
+class Norm:
+    """An RMSNorm's weight and epsilon, applied as one fused op."""
+
+    weight: torch.Tensor
+    eps: float
+
+    @classmethod
+    def of(cls, module: nn.Module | None) -> Norm | None:
+        if module is None:
+            return None
+        eps = getattr(module, "variance_epsilon", None) or getattr(module, "eps", None) or 1e-6
+        return cls(module.weight.detach(), float(eps))
+
+    def __call__(self, x: torch.Tensor) -> torch.Tensor:
+        return F.rms_norm(x, (x.shape[-1],), self.weight, self.eps)
+
+
+@dataclass
+class LeanLayer:
+    input_norm: Norm
+    post_norm: Norm
+    qkv: nn.Module
+    o: nn.Module
+    gate_up: nn.Module
+    down: nn.Module
+    q_norm: Norm | None
+    k_norm: Norm | None
+
+
+class LeanForward:
+    """The layer loop over an HF Llama-family model (see the module doc); `linear` builds each linear."""
+
+    def __init__(self, model: nn.Module, linear: LinearFactory = plain_linear) -> None:
+        reason = lean_unavailable_reason(model)
+        if reason is not None:
+            raise ValueError(f"the lean engine cannot run this model: {reason}")
+        cfg, inner = model.config, model.model
+        self.config = cfg
+        self.embed_tokens, self.norm, self.rotary_emb = inner.embed_tokens, Norm.of(inner.norm), inner.rotary_emb
+        first = inner.layers[0].self_attn
+        self.num_heads = cfg.num_attention_heads
+        self.kv_heads = getattr(cfg, "num_key_value_heads", None) or self.num_heads
+        self.head_dim = getattr(first, "head_dim", None) or cfg.hidden_size // self.num_heads
+        self.scale = getattr(first, "scaling", self.head_dim**-0.5)
+        self.layers = []
+        for layer in inner.layers:
+            attn, mlp = layer.self_attn, layer.mlp
+            qkv = fuse_linears([attn.q_proj, attn.k_proj, attn.v_proj])
+            gate_up = fuse_linears([mlp.gate_proj, mlp.up_proj])
+            self.layers.append(
+                LeanLayer(
+                    input_norm=Norm.of(layer.input_layernorm),
+                    post_norm=Norm.of(layer.post_attention_layernorm),
+                    qkv=linear(*qkv),
+                    o=linear(attn.o_proj.weight.detach(), _bias(attn.o_proj)),
+                    gate_up=linear(*gate_up),
+                    down=linear(mlp.down_proj.weight.detach(), _bias(mlp.down_proj)),
+                    q_norm=Norm.of(getattr(attn, "q_norm", None)),
+                    k_norm=Norm.of(getattr(attn, "k_norm", None)),
+                )
+            )
+        head = model.get_output_embeddings()
+        self.lm_head = linear(head.weight.detach(), _bias(head))
+
+    def linear_modules(self) -> list[nn.Module]:
+        """Every linear the loop runs (for reports: kernels, extra bytes)."""
+        mods = [m for layer in self.layers for m in (layer.qkv, layer.o, layer.gate_up, layer.down)]
+        return [*mods, self.lm_head]
+
+    def new_cache(self, capacity: int | None = None) -> StaticKVCache:
+        weight = self.lm_head.weight
+        kwargs = {} if capacity is None else {"capacity": capacity}
+        return StaticKVCache(len(self.layers), self.kv_heads, self.head_dim, weight.dtype, weight.device, **kwargs)
+
+    @torch.inference_mode()
+    def __call__(
+        self,
+        input_ids: torch.Tensor,
+        cache: StaticKVCache,
+        position_ids: torch.Tensor | None = None,
+        attention_mask: torch.Tensor | None = None,
+        layer_ids: list[int] | None = None,
+        last_logits_only: bool = False,
+    ) -> tuple[torch.Tensor, torch.Tensor | None]:
+        """Logits [b, q or 1, V] and the features of `layer_ids` [b, q, K*H] (or None), appending to `cache`.
+
+        `attention_mask`: None (causal over the cache), a 2-D padding mask [b, cache + q] (1 = real token),
+        or an additive 4-D mask [b or 1, 1, q, cache + q] (tree verification)."""
+        b, q = input_ids.shape
+        start = cache.length
+        total = start + q
+        cache.reserve(b, total)
+        if position_ids is None:
+            position_ids = torch.arange(start, total, device=input_ids.device).expand(b, q)
+        x = self.embed_tokens(input_ids)
+        mask = self._mask(attention_mask, b, q, start, x.dtype, x.device)
+        cos, sin = self.rotary_emb(x, position_ids)
+        cos, sin = cos.unsqueeze(2), sin.unsqueeze(2)  # [b, q, 1, d]: broadcast over heads
+        wanted = {lid: None for lid in layer_ids or []}
+        hd, nq = self.head_dim, self.num_heads
+        nqk = nq + self.kv_heads
+        for i, layer in enumerate(self.layers):
+            heads = layer.qkv(layer.input_norm(x)).view(b, q, -1, hd)  # [b, q, q heads + k heads + v heads, d]
+            qk, vs = heads[:, :, :nqk], heads[:, :, nqk:]
+            if layer.q_norm is not None:
+                qk = torch.cat([layer.q_norm(qk[:, :, :nq]), layer.k_norm(qk[:, :, nq:])], dim=2)
+            qk = _rotate(qk, cos, sin)
+            qs, ks = qk[:, :, :nq].transpose(1, 2), qk[:, :, nq:].transpose(1, 2)
+            cache.write(i, start, ks, vs.transpose(1, 2))
+            keys, values = cache.layer(i, total)
+            out = F.scaled_dot_product_attention(qs, keys, values, attn_mask=mask, scale=self.scale, enable_gqa=True)
+            x = x + layer.o(out.transpose(1, 2).reshape(b, q, -1))
+            gate, up = layer.gate_up(layer.post_norm(x)).chunk(2, dim=-1)
+            x = x + layer.down(F.silu(gate) * up)
+            if i in wanted:
+                wanted[i] = x
+        cache.length = total
+        features = torch.cat([wanted[i] for i in layer_ids], dim=-1) if layer_ids else None
+        if last_logits_only:
+            x = x[:, -1:]
+        return self.lm_head(self.norm(x)), features
+
+    @staticmethod
+    def _mask(
+        attention_mask: torch.Tensor | None, b: int, q: int, start: int, dtype: torch.dtype, device: torch.device
+    ) -> torch.Tensor | None:
+        """The additive mask SDPA takes, or None where every query sees every cached key."""
+        if attention_mask is not None and attention_mask.dim() == 4:
+            return attention_mask.to(dtype)
+        total = start + q
+        if attention_mask is None and q == 1:
+            return None
+        rows = torch.arange(start, total, device=device).unsqueeze(1)
+        allowed = (torch.arange(total, device=device) <= rows).view(1, 1, q, total)
+        if attention_mask is not None:
+            if attention_mask.shape != (b, total):
+                raise ValueError(f"a 2-D attention mask must be [batch, cache + new] = [{b}, {total}]")
+            allowed = allowed & attention_mask.bool().view(b, 1, 1, total)
+        mask = torch.zeros(allowed.shape, dtype=dtype, device=device)
+        return mask.masked_fill_(~allowed, torch.finfo(dtype).min)
+
+
+def _bias(linear: nn.Linear) -> torch.Tensor | None:
+    return None if linear.bias is None else linear.bias.detach()
+
+
+def _rotate(x: torch.Tensor, cos: torch.Tensor, sin: torch.Tensor) -> torch.Tensor:
+    """Rotary embedding as HF's Llama applies it: x * cos + rotate_half(x) * sin."""
+    half = x.shape[-1] // 2
+    rotated = torch.cat((-x[..., half:], x[..., :half]), dim=-1)
+    return x * cos + rotated * sin
