@@ -5,7 +5,7 @@ VENV := .venv
 BIN := $(VENV)/bin
 STAMP := $(VENV)/.installed
 
-.PHONY: install demo test lint format
+.PHONY: install demo test test-fast lint format
 
 $(STAMP): pyproject.toml Makefile
 	test -x $(BIN)/python || $(PYTHON) -m venv $(VENV)
@@ -33,6 +33,10 @@ demo: install
 
 test: install
 	$(BIN)/python -m pytest -q
+
+# Everything but the `slow` tests (the real SmolLM2 target, training runs, launch scripts).
+test-fast: install
+	$(BIN)/python -m pytest -q -m "not slow"
 
 lint: install
 	$(BIN)/ruff check . && $(BIN)/ruff format --check .

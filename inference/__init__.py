@@ -2,7 +2,8 @@
 
 Never imports Lightning or `domino_train` (tests/inference/test_dependency_rule.py): serving stacks and
 `domino-decode` use this package alone. Folders: `drafter/` (the model and its checkpoint format),
-`targets/` (the target adapter, loader and built-in targets), `decoding/` (AR, chain and tree decoding),
+`targets/` (the target adapter, its engines, loader and built-in targets), `kernels/` (CPU linear kernels
+and the precision chosen by measurement), `decoding/` (AR, chain and tree decoding),
 `eval/` (prompt sets, the evaluation loop and its result files) and `cli/` (domino-decode, domino-describe).
 """
 

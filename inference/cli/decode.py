@@ -33,6 +33,7 @@ from inference.decoding.sampling import SamplingParams
 from inference.decoding.speculative import SpeculativeDecoder
 from inference.drafter import DominoDrafter
 from inference.eval.loop import run_dataset, warm_up
+from inference.eval.machine_load import LoadMonitor
 from inference.eval.prompt_sets import load_benchmark
 from inference.eval.records import RecordLog
 from inference.eval.results import write_outputs
@@ -182,6 +183,7 @@ def run(cfg: DictConfig, out_dir: Path) -> dict[str, Any]:
         methods,
         list(benchmarks),
     )
+    load = LoadMonitor()
     verify_curves = _measure_costs(decoders, target, benchmarks)
     if cfg.warmup_tokens:
         warm_up(decoders, target, cfg.warmup_tokens)
@@ -212,8 +214,10 @@ def run(cfg: DictConfig, out_dir: Path) -> dict[str, Any]:
         "baseline_drafter": str(cfg.baseline_drafter_path) if cfg.baseline_drafter_path else None,
         "device": str(target.device),
         "dtype": str(target.dtype).removeprefix("torch."),
-        "precision": target.precision.to_dict() if target.precision else {"precision": target.precision_name},
-        "engine": engine_report(target),
+        "precision": target.precision_name,
+        "engine": target.engine,
+        "precision_choice": target.precision.to_dict() if target.precision else None,
+        "kernels": engine_report(target),
         "temperature": cfg.temperature,
         "verify": cfg.verify,
         "noise_window": noise_window,
@@ -224,6 +228,11 @@ def run(cfg: DictConfig, out_dir: Path) -> dict[str, Any]:
         "git_commit": _git_commit(),
         "config": OmegaConf.to_container(cfg, resolve=True),
     }
+    machine_load = load.report()
+    meta["machine_load"] = machine_load
+    if machine_load and machine_load.get("warning"):
+        meta["warning"] = machine_load["warning"]
+        log.warning(machine_load["warning"])
     report = write_outputs(out_dir, records, check_lossless=check_lossless, meta=meta)
     print((out_dir / "results.md").read_text())
     log.info("results in %s", out_dir)

@@ -18,6 +18,7 @@ bucket is not timed again at larger buckets (bf16 without bf16 instructions: sec
 from __future__ import annotations
 
 import hashlib
+import itertools
 import json
 import os
 import platform
@@ -35,6 +36,7 @@ from inference.precision import cpu_flags
 ROTATION_BYTES = 96 * 2**20
 MAX_COPIES = 32
 GIVE_UP_RATIO = 3.0
+OUTLIER_RATIO = 1.2  # a row count timed this much slower than the next larger one is timed again
 
 Shape = tuple[int, int]  # (out_features, in_features)
 Timer = Callable[..., float]  # (kernel, precision, shape, rows, bias=...) -> seconds
@@ -112,7 +114,17 @@ class KernelTable:
                 self.entries[entry_key(precision, shape, bias, rows)] = times
                 best = min(times.values())
                 kernels = [k for k in kernels if times[k] <= GIVE_UP_RATIO * best]
+            self._retime_outliers(precision, shape, bias, timer)
         return todo
+
+    def _retime_outliers(self, precision: str, shape: Shape, bias: bool, timer: Timer) -> None:
+        """Time again a kernel that measured slower at some row count than at a larger one: more rows
+        never cost less, so that sample was disturbed (another process took the core); keep the faster."""
+        for small, large in itertools.pairwise(ROW_BUCKETS):
+            few, many = (self.entries[entry_key(precision, shape, bias, r)] for r in (small, large))
+            for kernel in set(few) & set(many):
+                if few[kernel] > OUTLIER_RATIO * many[kernel]:
+                    few[kernel] = min(few[kernel], timer(kernel, precision, shape, small, bias=bias))
 
     def save(self, path: Path | None = None) -> Path:
         """Write the table atomically (to `path`, else where it was loaded from, else the machine's file)."""

@@ -1,10 +1,11 @@
 """Targets: any Hugging Face causal LM as the frozen model a drafter serves, and the built-in ones.
 
 `adapter.py` (`TargetModel`: logits plus the features of `target_layer_ids`, the tree forward),
-`kv_cache.py` (the target's KV cache: the in-place growing layer, its length, crop and compaction),
-`loader.py` (`load_target` by hub name, path or built-in name), `tiny.py` / `smollm2.py` (the built-in
-test and demo targets), `mask_token.py` (which reserved id is MASK) and `prepacked_linear.py` (a bf16 CPU
-target's linears on weights prepacked once in oneDNN's layout, `load_target(prepack=...)`). Batched
+`engine.py` (which forward runs a target: `lean_forward.py`, a layer loop on `static_cache.py`'s
+preallocated KV cache, or HF's eager forward on `kv_cache.py`'s growing cache), `loader.py`
+(`load_target` by hub name, path or built-in name, in its measured precision), `tiny.py` / `smollm2.py`
+(the built-in test and demo targets) and `mask_token.py` (which reserved id is MASK). The kernels the
+linears run on are chosen in `inference.kernels`. Batched
 sampling from a target (the data pipeline's regeneration) is decoding: `inference.decoding.batch_generation`.
 """
 

@@ -83,9 +83,9 @@ class FastDominoExpander:
     @torch.inference_mode()
     def _gate_table(self) -> tuple[torch.Tensor | None, torch.Tensor | None]:
         """(W_ih . e of every draft token [N, 3G], the draft id of every target id [V]), or (None, None)
-        without a draft vocabulary or past `GATE_TABLE_BYTES`. Built 256 rows at a time: a prepacked bf16
-        linear gives the same rows for any count up to ~300 (`prepacked_linear`), so on a bf16 CPU target
-        the table holds exactly what a step would compute."""
+        without a draft vocabulary or past `GATE_TABLE_BYTES`. Built 256 rows at a time. On plain kernels
+        the table holds exactly what a step computes; on measured ones (`inference.kernels`) a 256-row call
+        may run another kernel than a one-row step and round differently, which moves drafts, never outputs."""
         vocab, head = self.drafter.vocab, self.head
         p = next(head.parameters())
         if not vocab.is_subset or vocab.size * 3 * head.gru_hidden_dim * p.element_size() > GATE_TABLE_BYTES:

@@ -38,6 +38,19 @@ def test_the_fastest_kernel_wins_each_bucket_and_slow_ones_stop_being_timed(tmp_
     assert table.measure("float32", [((8, 4), False)], timer) == []  # cached in the table
 
 
+def test_a_row_count_timed_slower_than_a_larger_one_is_timed_again(monkeypatch):
+    monkeypatch.setattr("inference.kernels.table.available_kernels", lambda p: ("plain",))
+    seen = []
+
+    def timer(kernel, precision, shape, rows, bias=False):
+        seen.append(rows)
+        return 30.0 if rows == 8 and seen.count(8) == 1 else float(rows)  # the first 8-row sample disturbed
+
+    table = KernelTable({}, path=None)
+    table.measure("float32", [((8, 4), False)], timer)
+    assert seen.count(8) == 2 and table.seconds("float32", (8, 4), False, 8) == 8.0
+
+
 def test_the_table_is_saved_and_reused_only_on_the_same_machine(tmp_path, monkeypatch):
     monkeypatch.setenv("DOMINO_CACHE", str(tmp_path))
     table = KernelTable.load()

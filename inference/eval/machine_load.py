@@ -1,0 +1,69 @@
+"""Was the machine busy while a run was timed? On a 2-core machine another process that takes a core
+stalls every two-thread op at its barrier (forwards 5-20x slower), so a timing taken beside one is not a
+measurement of the method. `LoadMonitor` reads the kernel's CPU counters (`/proc/stat`) at the start and
+end of a run and this process's own CPU time, and reports the share of the machine's CPU time that other
+processes used and that the hypervisor stole; `domino-decode` puts it in results.json and warns in
+results.md when either passes `BUSY_SHARE`. Linux only (elsewhere nothing is reported).
+"""
+
+from __future__ import annotations
+
+import os
+import time
+from dataclasses import dataclass
+from pathlib import Path
+
+BUSY_SHARE = 0.10  # of all cores' time: more than this taken by others makes a run "busy"
+_STAT = Path("/proc/stat")
+
+
+@dataclass
+class _Sample:
+    wall: float
+    own: float  # this process's CPU seconds
+    busy: float  # all CPUs' non-idle seconds
+    steal: float
+    total: float
+
+
+def _sample() -> _Sample | None:
+    try:
+        fields = _STAT.read_text().splitlines()[0].split()
+    except OSError:
+        return None
+    if not fields or fields[0] != "cpu":
+        return None
+    ticks = [int(x) for x in fields[1:9]] + [0] * max(0, 9 - len(fields))
+    user, nice, system, idle, iowait, irq, softirq, steal = ticks[:8]
+    hz = os.sysconf("SC_CLK_TCK")
+    times = os.times()
+    total = sum(ticks[:8]) / hz
+    return _Sample(
+        time.perf_counter(), times.user + times.system, (total * hz - idle - iowait - steal) / hz, steal / hz, total
+    )
+
+
+class LoadMonitor:
+    def __init__(self) -> None:
+        self.start = _sample()
+
+    def report(self) -> dict[str, float | bool | str] | None:
+        """Shares of the machine's CPU time since the start: others' and stolen; `busy` and a warning."""
+        end = _sample()
+        if self.start is None or end is None:
+            return None
+        cores = os.cpu_count() or 1
+        wall = max(end.wall - self.start.wall, 1e-9)
+        others = max(end.busy - self.start.busy - (end.own - self.start.own), 0.0) / (wall * cores)
+        steal = (end.steal - self.start.steal) / max(end.total - self.start.total, 1e-9)
+        out: dict[str, float | bool | str] = {
+            "other_processes_share": round(others, 3),
+            "steal_share": round(steal, 3),
+            "busy": others > BUSY_SHARE or steal > BUSY_SHARE,
+        }
+        if out["busy"]:
+            out["warning"] = (
+                f"the machine was busy during this run: other processes used {others:.0%} and the hypervisor "
+                f"stole {steal:.0%} of its CPU time, so these timings are not a quiet measurement"
+            )
+        return out
