@@ -9,7 +9,8 @@ is recorded and the next still runs; the dry run enforces no budget, since its w
 possibly loaded CPU gives it): `gpu_tests` (pytest -m gpu), `bit_identity` (CUDA-graph tree and
 chain vs the eager references), `training` (flex vs SDPA bf16 steps, a ZeRO-2 step through the recipe's
 config), `tree_build` (ms per round, eager vs graphs; head overhead), `decoding` (SmolLM2 with the
-reference drafters, every method), `budgets` (fixed tree budgets against `tree.budget=auto`). Each
+reference drafters, every method), `budgets` (fixed tree budgets against `tree.budget=auto`), `engine`
+(`ar`'s step and verify windows 1-32 on the lean engine and on HF's forward). Each
 writes OUT_DIR/stages/NAME.json; this script gathers them into OUT_DIR/summary.json and
 OUT_DIR/summary.md and exits 0 only when no stage failed.
 What each stage checks: benchmarks/checks/ and docs/gpu.md.
@@ -59,12 +60,13 @@ class StageResult:
 
 # (name, time budget in seconds): the budgets add up to at most TOTAL_BUDGET_S
 STAGE_BUDGETS = {
-    "gpu_tests": 130,
+    "gpu_tests": 115,
     "bit_identity": 45,
-    "training": 105,
+    "training": 95,
     "tree_build": 70,
     "decoding": 65,
     "budgets": 65,
+    "engine": 25,
 }
 
 

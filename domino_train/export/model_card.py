@@ -98,9 +98,12 @@ def _training(metrics: dict[str, float]) -> list[str]:
 
 
 def _decoding(results: dict[str, Any]) -> list[str]:
+    ran = f"{results.get('precision') or results.get('dtype')}"
+    if results.get("engine"):  # runs since the target engine: which forward and which kernels ran
+        ran += f" on the {results['engine']} engine, {(results.get('kernels') or {}).get('kernels', 'plain')} kernels"
     lines = [
         f"`domino-decode` at git {str(results.get('git_commit'))[:7]}, {results.get('device')} "
-        f"{results.get('dtype')}, T = {results.get('temperature')}, {results.get('max_new_tokens')} new tokens; "
+        f"{ran}, T = {results.get('temperature')}, {results.get('max_new_tokens')} new tokens; "
         f"domino / dominotree drafted with `{results.get('drafter')}`, dflash / ddtree with "
         f"`{results.get('baseline_drafter') or results.get('drafter')}`. Lossless: no output parts from ar's "
         "beyond the run's noise floor (exact / numerical / algorithmic generations):",

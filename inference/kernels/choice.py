@@ -11,9 +11,10 @@ The highest score wins; ties keep the earlier candidate (fp32 first: it rounds l
 
 Why not the rule "bf16 where the CPU has bf16 instructions": on the AVX2 EPYC without them, bf16
 weights halve what a memory-bound decode step reads, and its best plain decoding is bf16, while a bf16
-verify there is 20x its step; `bf16-weights` keeps both. On AMX, oneDNN's bf16 is nearly flat to 16 rows.
-Both outcomes come from the table, not from the flags. Non-CPU devices keep bf16; a target the lean
-engine cannot run (its linear shapes are not known from its config) keeps the rule of `resolve_dtype`.
+verify there is 20x its step; `bf16-weights` keeps both. On AMX, oneDNN's bf16 was measured nearly flat
+to 16 rows (before this choice existed). Both outcomes come from the table, not from the flags.
+Non-CPU devices keep bf16; a target the lean engine cannot run (its linear shapes are not known from its
+config) keeps the rule of `resolve_dtype`.
 """
 
 from __future__ import annotations

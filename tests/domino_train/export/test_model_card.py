@@ -33,6 +33,9 @@ DECODE = {
     "git_commit": "abcdef0123",
     "device": "cpu",
     "dtype": "float32",
+    "precision": "bf16-weights",
+    "engine": "lean",
+    "kernels": {"kernels": "auto", "plans": {}},
     "temperature": 0.0,
     "max_new_tokens": 64,
     "results": {
@@ -71,6 +74,7 @@ def test_the_card_names_the_recipe_data_metrics_and_decoding(tmp_path):
     assert "- val/tau_final: 1.500" in card and "by draft position: 0.400, 0.200" in card
     assert "| mt-bench | domino | 40 | 2.250 | 1.200 | 12.3 | 101.0 | True |" in card and "git abcdef0" in card
     assert "| mt-bench | ar | 40 | 1.000 | 1.000 | - | - | None |" in card
+    assert "cpu bf16-weights on the lean engine, auto kernels, T = 0.0" in card
     plain = write_model_card(tmp_path, _config(head=None), None, {}, {}).read_text()
     assert plain.startswith("# DFlash drafter for the target it was trained for") and "Not measured yet" in plain
 
