@@ -13,6 +13,7 @@ and the result files are always rebuilt from all the records.
 from __future__ import annotations
 
 import logging
+import os
 import subprocess
 import sys
 from dataclasses import asdict, replace
@@ -33,7 +34,7 @@ from inference.decoding.sampling import SamplingParams
 from inference.decoding.speculative import SpeculativeDecoder
 from inference.drafter import DominoDrafter
 from inference.eval.loop import run_dataset, warm_up
-from inference.eval.machine_load import LoadMonitor
+from inference.eval.machine_load import LoadMonitor, free_cores
 from inference.eval.prompt_sets import load_benchmark
 from inference.eval.records import RecordLog
 from inference.eval.results import write_outputs
@@ -44,7 +45,7 @@ from inference.targets.loader import load_target
 
 log = logging.getLogger("domino-decode")
 # (key, least value, null allowed): counts checked before anything loads
-COUNTS = (("max_new_tokens", 1, False), ("max_turns", 1, True), ("warmup_tokens", 0, False), ("num_threads", 1, True))
+COUNTS = (("max_new_tokens", 1, False), ("max_turns", 1, True), ("warmup_tokens", 0, False))
 
 
 def _git_commit() -> str | None:
@@ -125,6 +126,13 @@ def _check_counts(cfg: DictConfig) -> None:
         if (value is None and nullable) or (isinstance(value, int) and not isinstance(value, bool) and value >= least):
             continue
         raise ValueError(f"{key} must be an integer >= {least}{' or null' if nullable else ''}, got {value!r}")
+    threads = cfg.num_threads
+    if not (
+        threads is None
+        or threads == "auto"
+        or (isinstance(threads, int) and not isinstance(threads, bool) and threads >= 1)
+    ):
+        raise ValueError(f"num_threads must be auto, null or an integer >= 1, got {threads!r}")
 
 
 def run(cfg: DictConfig, out_dir: Path) -> dict[str, Any]:
@@ -142,7 +150,12 @@ def run(cfg: DictConfig, out_dir: Path) -> dict[str, Any]:
     tree = TreeOptions(cfg.tree.budget, cfg.tree.top_m, cfg.tree.node_topk, cfg.tree.expand_width, cfg.tree.max_budget)
     for m in methods:
         check_options(m, options[method_spec(m).family])
-    if cfg.num_threads:
+    if cfg.num_threads == "auto" and torch.device(cfg.target.get("device") or "cpu").type == "cpu":
+        threads = free_cores()
+        if threads < (os.cpu_count() or 1):
+            log.warning("other processes are using the CPU: decoding on the %d free core(s)", threads)
+        torch.set_num_threads(threads)
+    elif isinstance(cfg.num_threads, int):
         torch.set_num_threads(cfg.num_threads)
     data_paths = OmegaConf.to_container(cfg.bench_data, resolve=True) if cfg.bench_data else {}
     benchmarks = dict(load_benchmark(spec, data_paths, cfg.bench_hub) for spec in cfg.bench)
@@ -224,6 +237,7 @@ def run(cfg: DictConfig, out_dir: Path) -> dict[str, Any]:
         "cost_model": _cost_report(decoders, verify_curves),
         "tree": {**asdict(tree), "verify": cfg.tree.verify},
         "max_new_tokens": cfg.max_new_tokens,
+        "threads": torch.get_num_threads(),
         "torch": torch.__version__,
         "git_commit": _git_commit(),
         "config": OmegaConf.to_container(cfg, resolve=True),

@@ -39,3 +39,19 @@ def test_a_spinning_neighbour_is_seen():
     neighbour.wait()
     time.sleep(0.1)
     assert monitor.report()["other_processes_share"] * os.cpu_count() > 0.4  # 1.5 core-s of ~1.6 s
+
+
+def test_free_cores_leaves_out_the_cores_others_keep_busy(tmp_path, monkeypatch):
+    stat = tmp_path / "stat"
+    monkeypatch.setattr(machine_load, "_STAT", stat)
+    monkeypatch.setattr(machine_load.os, "cpu_count", lambda: 2)
+    monkeypatch.setattr(machine_load.os, "sysconf", lambda name: 100)
+    monkeypatch.setattr(machine_load.os, "times", lambda: type("T", (), {"user": 0.0, "system": 0.0})())
+    clock = iter([0.0, 1.0, 0.0, 1.0])
+    monkeypatch.setattr(machine_load.time, "perf_counter", lambda: next(clock))
+    samples = iter([_stat(busy=0, idle=0), _stat(busy=95, idle=105), _stat(busy=0, idle=0), _stat(busy=5, idle=195)])
+    monkeypatch.setattr(machine_load.time, "sleep", lambda s: stat.write_text(next(samples)))
+    stat.write_text(next(samples))
+    assert machine_load.free_cores() == 1  # a neighbour kept one core busy
+    stat.write_text(next(samples))
+    assert machine_load.free_cores() == 2
