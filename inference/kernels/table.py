@@ -36,6 +36,7 @@ from inference.precision import cpu_flags
 ROTATION_BYTES = 96 * 2**20
 MAX_COPIES = 32
 GIVE_UP_RATIO = 3.0
+LONE_LAYOUT_GAIN = 1.25  # a weight copy serving one row bucket alone must make it this much faster
 OUTLIER_RATIO = 1.2  # a row count timed this much slower than the next larger one is timed again
 
 Shape = tuple[int, int]  # (out_features, in_features)
@@ -89,8 +90,19 @@ class KernelTable:
         return min(times, key=times.__getitem__)
 
     def plan(self, precision: str, shape: Shape, bias: bool) -> dict[int, str]:
-        """The kernel of every row bucket for one linear."""
-        return {rows: self.choice(precision, shape, bias, rows) for rows in ROW_BUCKETS}
+        """The kernel of every row bucket for one linear: the fastest, except that a layout only one bucket
+        would use (a copy of the weight held for it alone) must beat the kernels already held there by
+        `LONE_LAYOUT_GAIN`; `plain` reads the weight itself and is always held."""
+        plan = {rows: self.choice(precision, shape, bias, rows) for rows in ROW_BUCKETS}
+        for rows, kernel in plan.items():
+            if kernel == "plain" or sum(k == kernel for k in plan.values()) > 1:
+                continue
+            times = self.entries[entry_key(precision, shape, bias, rows)]
+            held = {k for k in plan.values() if k != kernel} | {"plain"}
+            fallback = min((k for k in times if k in held), key=times.__getitem__, default=None)
+            if fallback is not None and times[fallback] <= LONE_LAYOUT_GAIN * times[kernel]:
+                plan[rows] = fallback
+        return plan
 
     def seconds(self, precision: str, shape: Shape, bias: bool, rows: int) -> float:
         """The chosen kernel's seconds at `rows` (a bucket)."""

@@ -38,6 +38,19 @@ def test_the_fastest_kernel_wins_each_bucket_and_slow_ones_stop_being_timed(tmp_
     assert table.measure("float32", [((8, 4), False)], timer) == []  # cached in the table
 
 
+def test_a_weight_copy_for_one_bucket_alone_must_pay_for_itself():
+    table = KernelTable({}, path=None)
+    for rows in ROW_BUCKETS:  # bf16w everywhere, but at 256 rows onednn is 10 % faster and transposed 40 %
+        times = {"bf16w": 1.0, "plain": 2.0, "onednn": 0.9 if rows == 256 else 5.0}
+        if rows == 64:
+            times["transposed"] = 0.6
+        table.entries[f"bf16-weights:8x4:r{rows}"] = times
+    plan = table.plan("bf16-weights", (8, 4), False)
+    assert plan[256] == "bf16w"  # 10 % does not pay for a second copy of the weight
+    assert plan[64] == "transposed"  # 1.67x does
+    assert set(plan.values()) == {"bf16w", "transposed"}
+
+
 def test_a_row_count_timed_slower_than_a_larger_one_is_timed_again(monkeypatch):
     monkeypatch.setattr("inference.kernels.table.available_kernels", lambda p: ("plain",))
     seen = []
