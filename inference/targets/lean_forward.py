@@ -12,8 +12,11 @@ last row only when that is all the caller reads. On a 2-core CPU each PyTorch op
 whatever its size, so the loop is written to issue few of them. Every linear runs on the kernel the
 machine's table picked (`inference.kernels`), or plain `F.linear` when kernels are off.
 
-Supported: decoder-only Llama-family models with full attention everywhere (Llama, Mistral without a
-sliding window, Qwen2, Qwen3 with its q/k norms), SiLU-gated MLPs, rotary positions of any HF rope type.
+Supported: decoder-only Llama-family models whose layers all attend alike (Llama, Mistral, Qwen2, Qwen3 with
+its q/k norms), SiLU-gated MLPs, rotary positions of any HF rope type. A sliding window shared by every
+layer (Mistral's `sliding_window`) is a mask by position: a query at position p sees the keys at
+positions > p - window. The cache keeps every entry, so crop and tree compaction work as with full
+attention, and a tree node sees exactly what `ar` sees at its position.
 `lean_unavailable_reason` names what stops any other model, which then runs on HF's forward.
 """
 
@@ -37,11 +40,9 @@ def lean_unavailable_reason(model: nn.Module) -> str | None:
     cfg = model.config
     if cfg.model_type not in LEAN_MODEL_TYPES:
         return f"model type {cfg.model_type!r} is not one of {', '.join(LEAN_MODEL_TYPES)}"
-    layer_types = getattr(cfg, "layer_types", None) or []
-    if any(t != "full_attention" for t in layer_types):
-        return f"layers of type {sorted(set(layer_types) - {'full_attention'})} (only full attention is supported)"
-    if getattr(cfg, "sliding_window", None) and getattr(cfg, "use_sliding_window", True):
-        return f"sliding-window attention (window {cfg.sliding_window})"
+    kinds = set(getattr(cfg, "layer_types", None) or [])
+    if len(kinds) > 1 or not kinds <= {"full_attention", "sliding_attention"}:
+        return f"layers of types {sorted(kinds)} (every layer must attend alike: all full or all sliding)"
     if getattr(cfg, "hidden_act", "silu") != "silu":
         return f"MLP activation {cfg.hidden_act!r} (only silu)"
     if getattr(cfg, "pretraining_tp", 1) != 1:
@@ -60,6 +61,15 @@ def lean_unavailable_reason(model: nn.Module) -> str | None:
     if type(model.get_output_embeddings()) is not nn.Linear:
         return "the lm_head is not an nn.Linear"
     return None
+
+
+def sliding_window(config: object) -> int | None:
+    """The window every layer attends within, or None for full attention."""
+    kinds = set(getattr(config, "layer_types", None) or [])
+    window = getattr(config, "sliding_window", None)
+    if kinds == {"full_attention"} or not window or not getattr(config, "use_sliding_window", True):
+        return None
+    return int(window)
 
 
 def fuse_linears(linears: list[nn.Linear]) -> tuple[torch.Tensor, torch.Tensor | None]:
@@ -133,6 +143,7 @@ class LeanForward:
         self.kv_heads = getattr(cfg, "num_key_value_heads", None) or self.num_heads
         self.head_dim = getattr(first, "head_dim", None) or cfg.hidden_size // self.num_heads
         self.scale = getattr(first, "scaling", self.head_dim**-0.5)
+        self.window = sliding_window(cfg)
         self.layers = []
         for layer in inner.layers:
             attn, mlp = layer.self_attn, layer.mlp
@@ -185,6 +196,8 @@ class LeanForward:
             position_ids = torch.arange(start, total, device=input_ids.device).expand(b, q)
         x = self.embed_tokens(input_ids)
         mask = self._mask(attention_mask, b, q, start, x.dtype, x.device)
+        if self.window is not None and start + q > self.window:
+            mask = self._windowed(mask, position_ids, start, x.dtype)
         cos, sin = self.rotary_emb(x, position_ids)
         cos, sin = cos.unsqueeze(2), sin.unsqueeze(2)  # [b, q, 1, d]: broadcast over heads
         wanted = {lid: None for lid in layer_ids or []}
@@ -229,6 +242,20 @@ class LeanForward:
             allowed = allowed & attention_mask.bool().view(b, 1, 1, total)
         mask = torch.zeros(allowed.shape, dtype=dtype, device=device)
         return mask.masked_fill_(~allowed, torch.finfo(dtype).min)
+
+    def _windowed(
+        self, mask: torch.Tensor | None, position_ids: torch.Tensor, start: int, dtype: torch.dtype
+    ) -> torch.Tensor:
+        """`mask` with every key at a position <= the query's - window masked out. The cached entries'
+        positions are their indices (the cache holds the committed prefix in order); the new entries'
+        are `position_ids` (a tree node's depth, not its index)."""
+        b, q = position_ids.shape
+        cached = torch.arange(start, device=position_ids.device).expand(b, start)
+        keys = torch.cat([cached, position_ids], dim=1)  # [b, total]
+        outside = keys.unsqueeze(1) <= position_ids.unsqueeze(2) - self.window  # [b, q, total]
+        total = start + q
+        base = torch.zeros(b, 1, q, total, dtype=dtype, device=keys.device) if mask is None else mask
+        return base.expand(b, 1, q, total).masked_fill(outside.unsqueeze(1), torch.finfo(dtype).min)
 
 
 def _bias(linear: nn.Linear) -> torch.Tensor | None:

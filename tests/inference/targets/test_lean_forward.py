@@ -6,7 +6,9 @@ import pytest
 import torch
 from transformers import AutoModelForCausalLM, Gemma3TextConfig, MistralConfig
 
+from inference.decoding import DecodeOptions, TreeOptions, build_decoder
 from inference.decoding.tree.draft_tree import tree_attention_mask
+from inference.targets.adapter import TargetModel
 from inference.targets.engine import engine_report, install_engine
 from inference.targets.lean_forward import lean_unavailable_reason
 from inference.targets.static_cache import StaticKVCache
@@ -106,16 +108,41 @@ def _tiny(config_cls, **kw):
 
 
 def test_models_the_lean_engine_cannot_run_are_named_and_fall_back_to_hf(caplog):
-    assert "sliding-window" in lean_unavailable_reason(_tiny(MistralConfig, sliding_window=24))
+    assert lean_unavailable_reason(_tiny(MistralConfig, sliding_window=24)) is None  # one window for every layer
     assert lean_unavailable_reason(_tiny(MistralConfig, sliding_window=None)) is None
     gemma = _tiny(Gemma3TextConfig, sliding_window=16)
     reason = lean_unavailable_reason(gemma)
     assert reason is not None and "gemma3_text" in reason
-    from inference.targets.adapter import TargetModel
-
     target = TargetModel(gemma, name="tiny-gemma3")
     with pytest.raises(ValueError, match="engine=lean cannot run target tiny-gemma3: model type"):
         install_engine(target, engine="lean", prepack=False)
     install_engine(target, engine="auto", prepack=False)
     assert target.engine == "hf" and "runs on Hugging Face's eager forward: model type" in caplog.text
     assert engine_report(target)["engine"] == "hf"
+
+
+def _mistral(window: int):
+    torch.manual_seed(0)
+    common = dict(vocab_size=300, hidden_size=64, intermediate_size=128, num_hidden_layers=4, head_dim=16)
+    config = MistralConfig(
+        **common, num_attention_heads=4, num_key_value_heads=2, sliding_window=window, max_position_embeddings=512
+    )
+    config._attn_implementation = "sdpa"
+    return TargetModel(AutoModelForCausalLM.from_config(config), name=f"tiny-mistral-w{window}", mask_token_id=299)
+
+
+def test_a_sliding_window_target_decodes_past_its_window_like_hf(make_drafter):
+    """Every method on the lean engine emits HF's eager `ar` tokens, 30 tokens past an 8-token window (on
+    HF's own cache the speculative methods cannot crop a sliding layer)."""
+    eager, lean = _mistral(8), install_engine(_mistral(8), engine="lean", prepack=False)
+    assert lean.lean.window == 8
+    ids = _ids(20, 7)
+    hf_cache, cache = eager.new_cache(), lean.new_cache()
+    torch.testing.assert_close(lean(ids, cache=cache).logits, eager(ids, cache=hf_cache).logits, rtol=1e-5, atol=1e-5)
+    options = DecodeOptions(stop_token_ids=[])
+    prompt = list(range(5, 17))
+    expected = build_decoder("ar", eager, options=options).generate(prompt, 30).tokens
+    drafter = make_drafter(lean, block_size=4)
+    for method in ("ar", "dflash", "domino", "ddtree", "dominotree"):
+        decoder = build_decoder(method, lean, None if method == "ar" else drafter, options, TreeOptions(budget=6))
+        assert decoder.generate(prompt, 30).tokens == expected, method
