@@ -19,11 +19,12 @@ import torch
 
 from inference import load_target
 from inference.decoding.cost_model import measure_verify_curve
-from inference.kernels.choice import candidate_precisions, forward_linears, resolve_precision
+from inference.kernels.choice import candidate_precisions, resolve_precision
 from inference.kernels.linear import ROW_BUCKETS
 from inference.kernels.memory import read_bandwidth, step_bytes
 from inference.kernels.table import KernelTable, cpu_model
 from inference.precision import cpu_flags, resolve_dtype
+from inference.targets.lean_forward import forward_linears
 from inference.targets.loader import load_target_config
 
 FLAGS = ("avx2", "fma", "avx512f", "avx512_bf16", "amx_bf16", "amx_tile", "avx_vnni", "bf16", "sve")
@@ -66,7 +67,7 @@ def main() -> None:
             print(f"  {precision:12} {shape[0]:>6}x{shape[1]:<6} " + " | ".join(cells))
     table.save()
 
-    choice = resolve_precision("auto", "cpu", config)
+    choice = resolve_precision("auto", "cpu", linears)
     print(f"\ndtype auto -> {choice.name} ({choice.how}); tokens/s score per precision: {choice.scores}")
     print("  linears' ms per forward of k tokens: " + "; ".join(f"{p} {c}" for p, c in choice.forward_ms.items()))
 

@@ -41,6 +41,7 @@ from inference.eval.results import write_outputs
 from inference.kernels.choice import resolve_precision
 from inference.targets.adapter import TargetModel
 from inference.targets.engine import engine_report
+from inference.targets.lean_forward import forward_linears
 from inference.targets.loader import load_target
 
 log = logging.getLogger("domino-decode")
@@ -170,7 +171,7 @@ def run(cfg: DictConfig, out_dir: Path) -> dict[str, Any]:
     # also round its fp32 RoPE table); the target then gets that same precision.
     device = cfg.target.get("device") or ("cuda" if torch.cuda.is_available() else "cpu")
     described = load_target(cfg.target.spec, device="meta", mask_token_id=cfg.target.get("mask_token_id"))
-    precision = resolve_precision(cfg.target.get("dtype"), device, described.config)
+    precision = resolve_precision(cfg.target.get("dtype"), device, forward_linears(described.config))
     drafters: dict[str, DominoDrafter] = {}
     for path in dict.fromkeys(paths.values()):
         drafters[path] = DominoDrafter.from_pretrained(

@@ -24,6 +24,7 @@ from inference.drafter.config import DrafterConfig
 from inference.drafter.draft_cache import DraftKVCache
 from inference.drafter.draft_vocab import DraftVocab
 from inference.drafter.head import DominoHead
+from inference.kernels.linear import prepacked_count
 from inference.targets.adapter import TargetModel
 
 
@@ -61,10 +62,9 @@ class DominoDrafter(nn.Module):
         self._target_io = (embed_tokens, lm_head)
         policy = getattr(lm_head, "policy", None)
         if policy is not None and policy.mode != "plain" and self.backbone.fc.weight.dtype == lm_head.weight.dtype:
-            policy.replace_linears(self.requires_grad_(False))
+            linears = policy.replace_linears(self.requires_grad_(False))
             gru = self.head.use_kernels(policy) if self.head is not None else []
-            measured = [m for m in [*self.modules(), *gru] if getattr(m, "policy", None) is policy]
-            self.prepacked_linears = sum("onednn" in m.plan.values() for m in measured)
+            self.prepacked_linears = prepacked_count([*linears, *gru])
         return self
 
     def _io(self) -> tuple[nn.Module, nn.Module]:

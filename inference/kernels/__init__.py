@@ -2,6 +2,6 @@
 one per shape, dtype and row count (`table.py`)."""
 
 from inference.kernels.linear import KERNELS, ROW_BUCKETS, MeasuredLinear, bucket_of
-from inference.kernels.table import KernelTable, measured_table
+from inference.kernels.table import KernelTable
 
-__all__ = ["KERNELS", "ROW_BUCKETS", "KernelTable", "MeasuredLinear", "bucket_of", "measured_table"]
+__all__ = ["KERNELS", "ROW_BUCKETS", "KernelTable", "MeasuredLinear", "bucket_of"]

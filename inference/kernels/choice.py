@@ -13,8 +13,8 @@ Why not the rule "bf16 where the CPU has bf16 instructions": on the AVX2 EPYC wi
 weights halve what a memory-bound decode step reads, and its best plain decoding is bf16, while a bf16
 verify there is 20x its step; `bf16-weights` keeps both. On AMX, oneDNN's bf16 was measured nearly flat
 to 16 rows (before this choice existed). Both outcomes come from the table, not from the flags.
-Non-CPU devices keep bf16; a target the lean engine cannot run (its linear shapes are not known from its
-config) keeps the rule of `resolve_dtype`.
+Non-CPU devices keep bf16; a target whose forward's linears are not known from its config (one the lean
+engine cannot run) keeps the rule of `resolve_dtype`.
 """
 
 from __future__ import annotations
@@ -28,9 +28,10 @@ from inference.kernels.linear import PRECISIONS, available_kernels
 from inference.kernels.table import KernelTable
 from inference.precision import AUTO, dtype_name, resolve_dtype
 
+Linears = list[tuple[tuple[int, int], bool, int]]  # (shape (out, in), bias, count) per forward, lm_head last
+
 NOMINAL_ACCEPTANCE = 0.7  # per draft token: a typical trained drafter's chain acceptance
 WINDOWS = (1, 2, 4, 8, 16)
-LLAMA_FAMILY = ("llama", "mistral", "qwen2", "qwen3")
 
 
 @dataclass
@@ -55,25 +56,7 @@ class PrecisionChoice:
         return {"precision": self.name, "chosen_by": self.how, "forward_ms": self.forward_ms, "scores": self.scores}
 
 
-def forward_linears(config: Any) -> list[tuple[tuple[int, int], bool, int]]:
-    """(shape, bias, count) of the linears of one forward of a Llama-family target, as the lean engine
-    runs them (q/k/v and gate/up fused); the lm_head last."""
-    heads = config.num_attention_heads
-    kv = getattr(config, "num_key_value_heads", None) or heads
-    d = getattr(config, "head_dim", None) or config.hidden_size // heads
-    h, inter, layers = config.hidden_size, config.intermediate_size, config.num_hidden_layers
-    attn_bias = bool(getattr(config, "attention_bias", False)) or config.model_type == "qwen2"
-    mlp_bias = bool(getattr(config, "mlp_bias", False))
-    return [
-        (((heads + 2 * kv) * d, h), attn_bias, layers),
-        ((h, heads * d), bool(getattr(config, "attention_bias", False)), layers),
-        ((2 * inter, h), mlp_bias, layers),
-        ((h, inter), mlp_bias, layers),
-        ((config.vocab_size, h), False, 1),
-    ]
-
-
-def forward_seconds(table: KernelTable, precision: str, linears: list, k: int) -> float:
+def forward_seconds(table: KernelTable, precision: str, linears: Linears, k: int) -> float:
     """The chosen kernels' seconds for one forward over k tokens (the lm_head at one row when k = 1)."""
     total = 0.0
     for i, (shape, bias, count) in enumerate(linears):
@@ -98,11 +81,11 @@ def candidate_precisions(device: torch.device | str = "cpu") -> list[str]:
 
 
 def choose_precision(
-    config: Any, table: KernelTable | None = None, candidates: list[str] | None = None
+    linears: Linears, table: KernelTable | None = None, candidates: list[str] | None = None
 ) -> PrecisionChoice:
-    """Measure (or read from the table) every candidate's forward costs and pick the fastest precision."""
+    """Measure (or read from the table) every candidate's cost of a forward over `linears` and pick the
+    fastest precision."""
     table = table if table is not None else KernelTable.load()
-    linears = forward_linears(config)
     candidates = candidates or candidate_precisions()
     forward_ms, scores = {}, {}
     for precision in candidates:
@@ -116,15 +99,17 @@ def choose_precision(
 
 
 def resolve_precision(
-    dtype: torch.dtype | str | None, device: torch.device | str, config: Any = None
+    dtype: PrecisionChoice | torch.dtype | str | None, device: torch.device | str, linears: Linears | None = None
 ) -> PrecisionChoice:
-    """A target's precision: an explicit one as given; `auto` measured on a CPU (for a Llama-family
-    `config`), bf16 on an accelerator, else `inference.precision.resolve_dtype`'s rule."""
+    """A target's precision: an explicit one as given (a `PrecisionChoice` made earlier, too); `auto`
+    measured on a CPU when the target's forward `linears` are known (the lean engine's,
+    `inference.targets.lean_forward.forward_linears`), bf16 on an accelerator, else `resolve_dtype`'s rule."""
+    if isinstance(dtype, PrecisionChoice):
+        return dtype
     if isinstance(dtype, str) and dtype == "bf16-weights":
         return PrecisionChoice("bf16-weights", "explicit")
     if dtype is not None and dtype != AUTO:
         return PrecisionChoice(dtype_name(resolve_dtype(dtype, device)), "explicit")
-    cpu = torch.device(device).type == "cpu"
-    if cpu and config is not None and getattr(config, "model_type", None) in LLAMA_FAMILY:
-        return choose_precision(config)
+    if torch.device(device).type == "cpu" and linears:
+        return choose_precision(linears)
     return PrecisionChoice(dtype_name(resolve_dtype(AUTO, device)), "rule")

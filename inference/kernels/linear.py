@@ -144,6 +144,11 @@ class MeasuredLinear(nn.Module):
         return f"in_features={self.in_features}, out_features={self.out_features}, plan={{{runs}}}"
 
 
+def prepacked_count(modules: list[nn.Module]) -> int:
+    """How many of `modules` hold a oneDNN-prepacked layout (for reports)."""
+    return sum("onednn" in getattr(m, "plan", {}).values() for m in modules)
+
+
 def _nbytes(t: torch.Tensor) -> int:
     """Bytes of a stored layout (an opaque oneDNN tensor has no storage to ask)."""
     try:

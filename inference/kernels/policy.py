@@ -71,19 +71,21 @@ class KernelPolicy:
         module.policy = self
         return module
 
-    def replace_linears(self, model: nn.Module, skip: tuple[nn.Module, ...] = ()) -> int:
-        """Every `nn.Linear` of `model` (except `skip`) becomes a `MeasuredLinear` on the same weight."""
-        names = [n for n, m in model.named_modules() if type(m) is nn.Linear and not any(m is s for s in skip)]
+    def replace_linears(self, model: nn.Module) -> list[MeasuredLinear]:
+        """Every `nn.Linear` of `model` becomes a `MeasuredLinear` on the same weight; returns them."""
+        names = [n for n, m in model.named_modules() if type(m) is nn.Linear]
         self.measure(
             self.precision_of(next(model.parameters())),
             [((m.out_features, m.in_features), m.bias is not None) for m in map(model.get_submodule, names)],
         )
+        replaced = []
         for name in names:
             parent_name, _, child = name.rpartition(".")
             parent = model.get_submodule(parent_name) if parent_name else model
             linear = getattr(parent, child)
-            setattr(parent, child, self.linear(linear.weight, linear.bias))
-        return len(names)
+            replaced.append(self.linear(linear.weight, linear.bias))
+            setattr(parent, child, replaced[-1])
+        return replaced
 
     def describe(self) -> str:
         return {"auto": "measured per shape", "onednn": "oneDNN prepacked", "plain": "plain F.linear"}[self.mode]

@@ -163,14 +163,6 @@ class KernelTable:
         return cls({}, fingerprint, path)
 
 
-def measured_table(precision: str, shapes: Iterable[tuple[Shape, bool]], timer: Timer | None = None) -> KernelTable:
-    """This machine's cached table, with `shapes` in `precision` measured first where missing (and saved)."""
-    table = KernelTable.load()
-    if table.measure(precision, shapes, timer):
-        table.save()
-    return table
-
-
 @torch.inference_mode()
 def time_kernel(kernel: str, precision: str, shape: Shape, rows: int, bias: bool = False, repeats: int = 9) -> float:
     """The fewest seconds of one `kernel` call on a random [rows, in] input and a cold [out, in] weight."""

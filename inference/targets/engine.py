@@ -16,6 +16,7 @@ from __future__ import annotations
 import logging
 from typing import Any
 
+from inference.kernels.linear import prepacked_count
 from inference.kernels.policy import KernelPolicy
 from inference.targets.adapter import TargetModel
 from inference.targets.lean_forward import LeanForward, lean_unavailable_reason
@@ -29,23 +30,19 @@ def install_engine(target: TargetModel, engine: str = "auto", prepack: bool | st
     if engine not in ENGINES:
         raise ValueError(f"engine must be one of {', '.join(ENGINES)}, got {engine!r}")
     policy = KernelPolicy.from_prepack(prepack, target.device, target.precision_name)
-    reason = None if engine != "hf" else "engine=hf was asked for"
-    reason = reason or lean_unavailable_reason(target.model)
-    if engine == "lean" and reason is not None:
-        raise ValueError(f"engine=lean cannot run target {target.name}: {reason} (use engine=auto or hf)")
+    reason = "engine=hf was asked for" if engine == "hf" else lean_unavailable_reason(target.model)
     if reason is None:
         target.lean = LeanForward(target.model, policy.linear)
         linears = target.lean.linear_modules()
+    elif engine == "lean":
+        raise ValueError(f"engine=lean cannot run target {target.name}: {reason} (use engine=auto or hf)")
     else:
         if engine == "auto":
             log.warning("target %s runs on Hugging Face's eager forward: %s", target.name, reason)
-        linears = []
-        if policy.mode != "plain":
-            policy.replace_linears(target.model)
-            linears = [m for m in target.model.modules() if getattr(m, "policy", None) is policy]
+        linears = policy.replace_linears(target.model) if policy.mode != "plain" else []
     target.engine = "lean" if target.lean is not None else "hf"
     target.kernel_policy = policy
-    target.prepacked_linears = sum("onednn" in getattr(m, "plan", {}).values() for m in linears)
+    target.prepacked_linears = prepacked_count(linears)
     return target
 
 

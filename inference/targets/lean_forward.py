@@ -72,6 +72,26 @@ def sliding_window(config: object) -> int | None:
     return int(window)
 
 
+def forward_linears(config: object) -> list[tuple[tuple[int, int], bool, int]] | None:
+    """(shape (out, in), bias, count) of the linears one forward runs on this engine (q/k/v and gate/up
+    fused), the lm_head last, from the config alone; None for a model type the engine does not run."""
+    if getattr(config, "model_type", None) not in LEAN_MODEL_TYPES:
+        return None
+    heads = config.num_attention_heads
+    kv = getattr(config, "num_key_value_heads", None) or heads
+    d = getattr(config, "head_dim", None) or config.hidden_size // heads
+    h, inter, layers = config.hidden_size, config.intermediate_size, config.num_hidden_layers
+    o_bias = bool(getattr(config, "attention_bias", False))
+    mlp_bias = bool(getattr(config, "mlp_bias", False))
+    return [
+        (((heads + 2 * kv) * d, h), o_bias or config.model_type == "qwen2", layers),  # Qwen2: q/k/v biased
+        ((h, heads * d), o_bias, layers),
+        ((2 * inter, h), mlp_bias, layers),
+        ((h, inter), mlp_bias, layers),
+        ((config.vocab_size, h), False, 1),
+    ]
+
+
 def fuse_linears(linears: list[nn.Linear]) -> tuple[torch.Tensor, torch.Tensor | None]:
     """One weight (and bias) for several linears over the same input, stacked by output; each linear's
     parameters become views of it, so the fused copy costs no memory."""
@@ -88,14 +108,6 @@ def fuse_linears(linears: list[nn.Linear]) -> tuple[torch.Tensor, torch.Tensor |
             m.bias = nn.Parameter(bias[start:end], requires_grad=False)
         start = end
     return weight, bias
-
-
-def plain_linear(weight: torch.Tensor, bias: torch.Tensor | None) -> nn.Module:
-    """A linear on `weight` as stored (the engine without measured kernels)."""
-    linear = nn.Linear(weight.shape[1], weight.shape[0], bias=bias is not None, device="meta")
-    linear.weight = nn.Parameter(weight, requires_grad=False)
-    linear.bias = None if bias is None else nn.Parameter(bias, requires_grad=False)
-    return linear
 
 
 @dataclass
@@ -129,9 +141,10 @@ class LeanLayer:
 
 
 class LeanForward:
-    """The layer loop over an HF Llama-family model (see the module doc); `linear` builds each linear."""
+    """The layer loop over an HF Llama-family model (see the module doc); `linear` builds each linear from
+    its weight and bias (`KernelPolicy.linear`)."""
 
-    def __init__(self, model: nn.Module, linear: LinearFactory = plain_linear) -> None:
+    def __init__(self, model: nn.Module, linear: LinearFactory) -> None:
         reason = lean_unavailable_reason(model)
         if reason is not None:
             raise ValueError(f"the lean engine cannot run this model: {reason}")

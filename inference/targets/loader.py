@@ -18,6 +18,7 @@ import torch
 from inference.kernels.choice import PrecisionChoice, resolve_precision
 from inference.targets.adapter import TargetModel
 from inference.targets.engine import install_engine
+from inference.targets.lean_forward import forward_linears
 
 TINY_SPECS = {"tiny": "qwen3", "tiny-qwen3": "qwen3", "tiny-llama": "llama"}
 BUILTIN_SPECS = ("smollm2", *TINY_SPECS)
@@ -86,7 +87,7 @@ def load_target(
 
     device = device if device is not None else ("cuda" if torch.cuda.is_available() else "cpu")
     measured = torch.device(device).type == "cpu" and (dtype is None or dtype == "auto")
-    precision = resolve_precision(dtype, device, load_target_config(spec) if measured else None)
+    precision = resolve_precision(dtype, device, forward_linears(load_target_config(spec)) if measured else None)
     dtype = precision.dtype
     template_kwargs = dict(chat_template_kwargs or {})
     if spec in TINY_SPECS:

@@ -125,10 +125,7 @@ class ChainDecoder(SpeculativeDecoder):
     def draft(self, state: DecodeState) -> ChainDraft:
         n = min(self.drafter.config.num_draft_tokens, state.tokens_left - 1)  # more could never be emitted
         if n <= 0:
-            if self.window is not None:
-                state.stats.draft_sizes.append(0)
-                state.stats.predicted.append(1.0)
-            return ChainDraft(state.root.new_empty(0))
+            return self.no_draft(state) if self.window is not None else ChainDraft(state.root.new_empty(0))
         if self.rollout is not None:
             hidden = self.drafter.draft_hidden_slice(self.drafter.draft_block(state.draft_cache, state.root))[0]
             return ChainDraft(self.rollout(hidden, self.drafter.lm_head(hidden), state.root)[:n])
@@ -150,6 +147,7 @@ class ChainDecoder(SpeculativeDecoder):
         return draft.prefix(keep)
 
     def no_draft(self, state: DecodeState) -> ChainDraft:
+        """No drafts: the round verifies the root alone (recorded as a round of size 0)."""
         state.stats.draft_sizes.append(0)
         state.stats.predicted.append(1.0)
         return ChainDraft(state.root.new_empty(0))

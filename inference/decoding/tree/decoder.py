@@ -92,9 +92,7 @@ class TreeDecoder(SpeculativeDecoder):
     def draft(self, state: DecodeState) -> DraftTree:
         depth = min(self.drafter.config.num_draft_tokens, state.tokens_left - 1)  # deeper could never be emitted
         if depth <= 0:
-            state.stats.draft_sizes.append(0)
-            state.stats.predicted.append(1.0)
-            return DraftTree()
+            return self.no_draft(state)
         t0 = self.clock.now()
         hidden = self.drafter.draft_hidden_slice(self.drafter.draft_block(state.draft_cache, state.root))[0]
         base = self.drafter.lm_head(hidden)
@@ -125,6 +123,7 @@ class TreeDecoder(SpeculativeDecoder):
         return tree
 
     def no_draft(self, state: DecodeState) -> DraftTree:
+        """The empty tree: the round verifies the root alone (recorded as a round of size 0)."""
         state.stats.draft_sizes.append(0)
         state.stats.predicted.append(1.0)
         return DraftTree()

@@ -3,14 +3,16 @@ on fake timings: the fastest kernel per bucket is chosen, slow kernels stop bein
 cached per machine, and `dtype: auto` picks the precision whose costs decode fastest."""
 
 import json
+from types import SimpleNamespace
 
 import pytest
 import torch
 
-from inference.kernels.choice import PrecisionChoice, choose_precision, forward_linears, resolve_precision
+from inference.kernels.choice import PrecisionChoice, choose_precision, resolve_precision
 from inference.kernels.linear import ROW_BUCKETS
 from inference.kernels.policy import KernelPolicy
 from inference.kernels.table import KernelTable
+from inference.targets.lean_forward import forward_linears
 from inference.targets.tiny import tiny_target_config
 
 
@@ -81,38 +83,39 @@ def test_the_table_is_saved_and_reused_only_on_the_same_machine(tmp_path, monkey
 def _table_of(per_precision):
     """A table whose every shape costs per_precision[p](rows) x out_features x 1e-9 seconds."""
     table = KernelTable({}, path=None)
-    config = tiny_target_config("llama")
+    linears = forward_linears(tiny_target_config("llama"))
     for precision, cost in per_precision.items():
-        for shape, bias, _ in forward_linears(config):
+        for shape, bias, _ in linears:
             for rows in ROW_BUCKETS:
                 key = f"{precision}:{shape[0]}x{shape[1]}{'+b' if bias else ''}:r{rows}"
                 table.entries[key] = {"plain": cost(rows) * shape[0] * 1e-9}
-    return table, config
+    return table, linears
 
 
 def test_auto_precision_takes_the_one_that_decodes_fastest():
     # A bf16 whose verify is flat beats an fp32 step that is 1.2x cheaper at one row.
-    table, config = _table_of({"float32": lambda r: 1.0 * r, "bfloat16": lambda r: 1.2})
-    choice = choose_precision(config, table, ["float32", "bfloat16"])
+    table, linears = _table_of({"float32": lambda r: 1.0 * r, "bfloat16": lambda r: 1.2})
+    choice = choose_precision(linears, table, ["float32", "bfloat16"])
     assert choice.name == "bfloat16" and choice.how == "measured"
     assert choice.scores["bfloat16"] > choice.scores["float32"] and set(choice.forward_ms) == {"float32", "bfloat16"}
     # bf16 cheap at one row but 20x per extra row (emulated): bf16-valued weights with fp32 compute win.
-    table, config = _table_of(
+    table, linears = _table_of(
         {"float32": lambda r: 2.0 + 0.1 * r, "bfloat16": lambda r: 1.0 * r**2, "bf16-weights": lambda r: 1.0 + 0.1 * r}
     )
-    assert choose_precision(config, table, ["float32", "bfloat16", "bf16-weights"]).name == "bf16-weights"
+    assert choose_precision(linears, table, ["float32", "bfloat16", "bf16-weights"]).name == "bf16-weights"
     # a tie keeps the first candidate (fp32 rounds least)
-    table, config = _table_of({"float32": lambda r: 1.0, "bfloat16": lambda r: 1.0})
-    assert choose_precision(config, table, ["float32", "bfloat16"]).name == "float32"
+    table, linears = _table_of({"float32": lambda r: 1.0, "bfloat16": lambda r: 1.0})
+    assert choose_precision(linears, table, ["float32", "bfloat16"]).name == "float32"
 
 
 def test_explicit_precisions_win_and_other_devices_follow_the_rule():
-    config = tiny_target_config("qwen3")
+    config = forward_linears(tiny_target_config("qwen3"))
     assert resolve_precision("float32", "cpu", config) == PrecisionChoice("float32", "explicit")
     bf16w = resolve_precision("bf16-weights", "cpu", config)
     assert bf16w.dtype == torch.float32 and bf16w.weights_bf16
     assert resolve_precision("auto", "cuda", config).name == "bfloat16"
-    assert resolve_precision("auto", "cpu", None).how == "rule"
+    assert resolve_precision("auto", "cpu", None).how == "rule"  # a target the lean engine cannot run
+    assert forward_linears(SimpleNamespace(model_type="gemma3_text")) is None
 
 
 def test_the_prepack_switch_maps_to_a_policy():
