@@ -10,8 +10,8 @@ from collections.abc import Iterable
 from dataclasses import dataclass, field
 
 from inference.decoding.budget import AUTO
-from inference.decoding.cuda_graph import CUDA_GRAPH_MODES
 from inference.decoding.sampling import SamplingParams
+from inference.kernels.cuda_graph import CUDA_GRAPH_MODES
 
 
 @dataclass(frozen=True)

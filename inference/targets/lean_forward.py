@@ -208,9 +208,30 @@ class LeanForward:
         if position_ids is None:
             position_ids = torch.arange(start, total, device=input_ids.device).expand(b, q)
         x = self.embed_tokens(input_ids)
-        mask = self._mask(attention_mask, b, q, start, x.dtype, x.device)
-        if self.window is not None and start + q > self.window:
-            mask = self._windowed(mask, position_ids, start, x.dtype)
+        mask = self.step_mask(attention_mask, position_ids, b, start, x.dtype)
+
+        def attend_to(i: int, keys: torch.Tensor, values: torch.Tensor) -> tuple[torch.Tensor, torch.Tensor]:
+            cache.write(i, start, keys, values)
+            return cache.layer(i, total)
+
+        x, features = self.layers_forward(x, position_ids, mask, attend_to, layer_ids)
+        cache.length = total
+        if last_logits_only:
+            x = x[:, -1:]
+        return self.lm_head(self.norm(x)), features
+
+    def layers_forward(
+        self,
+        x: torch.Tensor,
+        position_ids: torch.Tensor,
+        mask: torch.Tensor | None,
+        attend_to: Callable[[int, torch.Tensor, torch.Tensor], tuple[torch.Tensor, torch.Tensor]],
+        layer_ids: list[int] | None,
+    ) -> tuple[torch.Tensor, torch.Tensor | None]:
+        """The decoder layers over embeddings `x` [b, q, H]: the last hidden state and the features of
+        `layer_ids`. `attend_to(layer, new keys, new values)` stores a layer's new K/V [b, kv_heads, q, d]
+        and returns the keys and values its queries attend over (under `mask`)."""
+        b, q = x.shape[:2]
         cos, sin = self.rotary_emb(x, position_ids)
         cos, sin = cos.unsqueeze(2), sin.unsqueeze(2)  # [b, q, 1, d]: broadcast over heads
         wanted = {lid: None for lid in layer_ids or []}
@@ -223,19 +244,27 @@ class LeanForward:
                 qk = torch.cat([layer.q_norm(qk[:, :, :nq]), layer.k_norm(qk[:, :, nq:])], dim=2)
             qk = _rotate(qk, cos, sin)
             qs, ks = qk[:, :, :nq].transpose(1, 2), qk[:, :, nq:].transpose(1, 2)
-            cache.write(i, start, ks, vs.transpose(1, 2))
-            keys, values = cache.layer(i, total)
+            keys, values = attend_to(i, ks, vs.transpose(1, 2))
             out = F.scaled_dot_product_attention(qs, keys, values, attn_mask=mask, scale=self.scale, enable_gqa=True)
             x = x + layer.o(out.transpose(1, 2).reshape(b, q, -1))
             gate, up = layer.gate_up(layer.post_norm(x)).chunk(2, dim=-1)
             x = x + layer.down(F.silu(gate) * up)
             if i in wanted:
                 wanted[i] = x
-        cache.length = total
         features = torch.cat([wanted[i] for i in layer_ids], dim=-1) if layer_ids else None
-        if last_logits_only:
-            x = x[:, -1:]
-        return self.lm_head(self.norm(x)), features
+        return x, features
+
+    def step_mask(
+        self, attention_mask: torch.Tensor | None, position_ids: torch.Tensor, b: int, start: int, dtype: torch.dtype
+    ) -> torch.Tensor | None:
+        """The additive mask [b or 1, 1, q, start + q] of a step of batch `b` at `position_ids` [b or 1, q]
+        after `start` cached positions (the caller's mask and the sliding window), or None where every query
+        sees every cached key."""
+        q = position_ids.shape[1]
+        mask = self._mask(attention_mask, b, q, start, dtype, position_ids.device)
+        if self.window is not None and start + q > self.window:
+            mask = self._windowed(mask, position_ids, start, dtype)
+        return mask
 
     @staticmethod
     def _mask(

@@ -77,11 +77,11 @@ def load_target(
     `device="meta"` loads no weights: the tokenizer, chat template and config only (for tokenizing, or
     for talking to a remote server that runs the model).
     `chat_template_kwargs` (e.g. `{"enable_thinking": False}`) apply to every prompt rendered for it.
-    `engine` (auto, lean, hf) picks the forward decoding runs (`inference.targets.engine`: the lean
-    layer loop on a static cache where the model allows, else HF's). `prepack` picks the linears' kernels:
-    auto = the fastest measured on this machine per shape and row count (`inference.kernels`), true =
-    oneDNN's prepacked layout everywhere, false = plain `F.linear`. Inference only: training loads its
-    target with `prepack=False`.
+    `engine` (auto, lean, graphed, hf) picks the forward decoding runs (`inference.targets.engine`: the
+    lean layer loop on a static cache where the model allows, its steps CUDA-graphed on a GPU, else
+    HF's). `prepack` picks the linears' kernels: auto = the fastest measured on this machine per shape
+    and row count (`inference.kernels`), true = oneDNN's prepacked layout everywhere, false = plain
+    `F.linear`. Inference only: training loads its target with `prepack=False`.
     """
     from transformers import AutoModelForCausalLM, AutoTokenizer
 

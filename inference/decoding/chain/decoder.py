@@ -20,13 +20,13 @@ from inference.decoding.budget import AUTO, best_prefix
 from inference.decoding.chain.rollout import GreedyChainRollout
 from inference.decoding.chain.verify import ChainDraft, make_verifier
 from inference.decoding.cost_model import RunningMean
-from inference.decoding.cuda_graph import use_cuda_graphs
 from inference.decoding.methods import check_drafter, check_options, method_spec
 from inference.decoding.options import DecodeOptions
 from inference.decoding.sampling import SamplingParams, probabilities, sample_from
 from inference.decoding.speculative import DecodeState, SpeculativeDecoder, Verdict
 from inference.drafter import DominoDrafter
 from inference.drafter.draft_cache import DraftKVCache
+from inference.kernels.cuda_graph import use_cuda_graphs
 from inference.targets.adapter import TargetModel
 
 # logits [n, V] -> (tokens [n], the distributions they were drawn from [n, V] or None when chosen by argmax)

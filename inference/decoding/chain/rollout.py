@@ -10,8 +10,8 @@ from __future__ import annotations
 
 import torch
 
-from inference.decoding.cuda_graph import StaticStep
 from inference.drafter import DominoDrafter
+from inference.kernels.cuda_graph import StaticStep
 
 
 class GreedyChainRollout:

@@ -19,7 +19,6 @@ import torch
 
 from inference.decoding.budget import AUTO, best_prefix, prefix_settled
 from inference.decoding.cost_model import RunningMean
-from inference.decoding.cuda_graph import use_cuda_graphs
 from inference.decoding.methods import check_drafter, check_options, method_spec
 from inference.decoding.options import DecodeOptions, TreeOptions
 from inference.decoding.speculative import DecodeState, SpeculativeDecoder, Verdict
@@ -28,6 +27,7 @@ from inference.decoding.tree.draft_tree import DraftTree, tree_attention_mask
 from inference.decoding.tree.expander import FastDominoExpander
 from inference.decoding.tree.verify import TREE_WALKS
 from inference.drafter import DominoDrafter
+from inference.kernels.cuda_graph import use_cuda_graphs
 from inference.targets.adapter import TargetModel
 
 

@@ -23,9 +23,9 @@ from __future__ import annotations
 
 import torch
 
-from inference.decoding.cuda_graph import StaticStep
 from inference.decoding.tree.build import Children, topk_logprobs
 from inference.drafter import DominoDrafter
+from inference.kernels.cuda_graph import StaticStep
 
 GATE_TABLE_BYTES = 64 << 20  # the largest table of draft tokens' GRU input projections kept (N x 3G)
 

@@ -5,7 +5,7 @@ import torch
 
 from inference import load_target, tiny_target
 from inference.decoding import DecodeOptions, TreeOptions, build_decoder
-from inference.decoding.cuda_graph import StaticStep
+from inference.kernels.cuda_graph import StaticStep
 
 pytestmark = pytest.mark.gpu
 

@@ -5,9 +5,9 @@ import torch
 
 from inference.decoding.chain.decoder import draft_chain
 from inference.decoding.chain.rollout import GreedyChainRollout
-from inference.decoding.cuda_graph import use_cuda_graphs
 from inference.decoding.tree.build import best_first, build_dominotree_reference
 from inference.decoding.tree.expander import FastDominoExpander
+from inference.kernels.cuda_graph import use_cuda_graphs
 
 
 def _block(drafter, target, seed, device="cpu"):

@@ -1,6 +1,7 @@
-"""Replay fixed work as CUDA graphs: the per-round and per-node steps of tree building and the chain
-rollout read and write only pre-allocated ("static") tensors, so each can be captured once and replayed
-with a single launch instead of dozens of small kernels.
+"""Replay fixed work as CUDA graphs: the target's fixed-width decode steps (`engine: graphed`), the
+per-round and per-node steps of tree building and the chain rollout read and write only pre-allocated
+("static") tensors, so each can be captured once and replayed with a single launch instead of dozens of
+small kernels.
 """
 
 from __future__ import annotations
@@ -24,10 +25,12 @@ def use_cuda_graphs(mode: str, device: torch.device | str) -> bool:
 
 class StaticStep:
     """`fn()` computes from static inputs into static outputs; run eagerly, or captured on first use and
-    replayed afterwards. Capture follows PyTorch's recipe: warm up on a side stream, then record."""
+    replayed afterwards. Capture follows PyTorch's recipe: warm up on a side stream, then record; so the
+    first call runs `fn` `warmup` times and replays once, and `fn` must give the same result when rerun.
+    Steps that share a `pool` (`torch.cuda.graph_pool_handle()`) share their graphs' memory."""
 
-    def __init__(self, fn: Callable[[], None], graph: bool, warmup: int = 2) -> None:
-        self.fn, self.use_graph, self.warmup = fn, graph, warmup
+    def __init__(self, fn: Callable[[], None], graph: bool, warmup: int = 2, pool: tuple | None = None) -> None:
+        self.fn, self.use_graph, self.warmup, self.pool = fn, graph, warmup, pool
         self.graph: torch.cuda.CUDAGraph | None = None
 
     def __call__(self) -> None:
@@ -42,6 +45,6 @@ class StaticStep:
                     self.fn()
             torch.cuda.current_stream().wait_stream(side)
             self.graph = torch.cuda.CUDAGraph()
-            with torch.cuda.graph(self.graph):
+            with torch.cuda.graph(self.graph, pool=self.pool):
                 self.fn()
         self.graph.replay()
