@@ -239,6 +239,7 @@ def run(cfg: DictConfig, out_dir: Path) -> dict[str, Any]:
         "tree": {**asdict(tree), "verify": cfg.tree.verify},
         "max_new_tokens": cfg.max_new_tokens,
         "threads": torch.get_num_threads(),
+        "omp_wait_policy": os.environ.get("OMP_WAIT_POLICY"),
         "torch": torch.__version__,
         "git_commit": _git_commit(),
         "config": OmegaConf.to_container(cfg, resolve=True),
