@@ -3,12 +3,14 @@
 Needs `pretrained/smollm2-135m-domino` and `pretrained/smollm2-135m-dflash` in the checkout (skipped
 without them). Each method decodes the same prompts greedily after one warm-up generation (CUDA graph
 capture, kernel selection); `dflash` and `ddtree` run the DFlash drafter, `domino` and `dominotree` the
-Domino drafter. Lossless, in bf16 as `domino-decode` judges it (`inference.eval.divergence`): each
-output equals `ar`'s (`exact`) or first parts from it where the two tokens' logit gap is within the
-noise floor measured on these prompts (`numerical`); any other divergence (`algorithmic`) fails the stage
-and names the prompt and position. Speedup: `ar`'s decode time over the method's, summed over
-the prompts; tau: tokens committed per verify round. Dry run: the tiny Qwen3 target with random drafters
-on the CPU in fp32 (lossless is still checked; speedups are not claimed).
+Domino drafter. Lossless, in bf16 as `domino-decode` judges it (`inference.eval.divergence`): every
+committed token is the argmax of the method's own verify logits (`own_argmax_violations`), and each
+output equals `ar`'s (`exact`) or first parts from it at a divergence proven numerical by replaying both
+sides (`numerical`, with both margins and both distances); any other divergence (`algorithmic`) fails
+the stage and names the prompt and the proof. The noise floor is reported beside them. Speedup: `ar`'s
+decode time over the method's, summed over the prompts; tau: tokens committed per verify round. Dry
+run: the tiny Qwen3 target with random drafters on the CPU in fp32 (lossless is still checked; speedups
+are not claimed).
 """
 
 from __future__ import annotations
@@ -22,7 +24,7 @@ from inference import DominoDrafter, TargetModel, load_target
 from inference.decoding import DecodeOptions, TreeOptions, build_decoder
 from inference.decoding.api import prompt_ids
 from inference.decoding.generation import Decoder, Generation
-from inference.eval.divergence import ALGORITHMIC, DIVERGENCE_CLASSES, classify, measure_divergence, measure_noise
+from inference.eval.divergence import ALGORITHMIC, DIVERGENCE_CLASSES, classify, measure_noise, prove_divergence
 
 DRAFTERS = {
     "domino": ROOT / "pretrained" / "smollm2-135m-domino",
@@ -81,48 +83,71 @@ def noise_floor(target: TargetModel, prompts: list, ar_outputs: list, window: in
     return max(measure_noise(target, p, out, window) or 0.0 for p, out in zip(prompts, ar_outputs, strict=True))
 
 
-def divergence_counts(target: TargetModel, prompts: list, expected: list, got: list, floor: float) -> tuple[dict, dict]:
-    """Counts of exact / numerical / algorithmic outputs against `expected` (ar's), and where each
-    algorithmic divergence is (prompt index -> the measured divergence)."""
-    counts, bugs = dict.fromkeys(DIVERGENCE_CLASSES, 0), {}
-    for i, (prompt, want, have) in enumerate(zip(prompts, expected, got, strict=True)):
-        found = measure_divergence(target, prompt, want, have)
-        kind = classify(found.to_dict() if found else None, found is None, floor)
+def divergence_counts(
+    decoder: Decoder, ar: Decoder, prompts: list, expected: list, runs: list[Generation], new_tokens: int
+) -> tuple[dict, dict, dict]:
+    """Counts of exact / numerical / algorithmic outputs against `expected` (ar's), every proof by prompt
+    index, and the algorithmic ones (prompt index -> its proof, or the own-argmax violations)."""
+    counts, proofs, bugs = dict.fromkeys(DIVERGENCE_CLASSES, 0), {}, {}
+    for i, (prompt, want, run) in enumerate(zip(prompts, expected, runs, strict=True)):
+        schedule = run.stats.draft_sizes if getattr(decoder, "cost_aware", False) else None
+        found = (
+            prove_divergence(decoder, ar, prompt, want, run.tokens, new_tokens, schedule) if decoder is not ar else None
+        )
+        violations = run.stats.own_argmax_violations
+        kind = classify(found.to_dict() if found else None, found is None, violations)
         counts[kind] += 1
+        if found is not None:
+            proofs[i] = found.to_dict()
         if kind == ALGORITHMIC:
-            bugs[i] = found.to_dict()
-    return counts, bugs
+            bugs[i] = found.to_dict() if found else {"own_argmax_violations": violations}
+    return counts, proofs, bugs
 
 
 @torch.inference_mode()
 def run(ctx: Context) -> tuple[dict, list]:
     target, drafters, prompts, new_tokens = reference_setup(ctx)
-    outputs: dict[str, list[list[int]]] = {}
+    outputs: dict[str, list[Generation]] = {}
+    decoders: dict[str, Decoder] = {}
     stats: dict[str, dict] = {}
     for method, drafter_key in METHODS.items():
         drafter = drafters[drafter_key] if drafter_key else None
-        decoder = build_decoder(method, target, drafter, DecodeOptions(), TreeOptions())
-        runs = timed_runs(decoder, prompts, new_tokens)
-        outputs[method], stats[method] = [r.tokens for r in runs], summarise(runs)
+        decoders[method] = build_decoder(method, target, drafter, DecodeOptions(), TreeOptions())
+        outputs[method] = timed_runs(decoders[method], prompts, new_tokens)
+        stats[method] = summarise(outputs[method])
     ar_s = stats["ar"]["decode_s"]
     window = TreeOptions().budget + 1  # the widest verify window of the run: a tree's
-    floor = noise_floor(target, prompts, outputs["ar"], window)
+    expected = [r.tokens for r in outputs["ar"]]
+    floor = noise_floor(target, prompts, expected, window)
     diffs = {}
     for method in METHODS:
-        counts, bugs = divergence_counts(target, prompts, outputs["ar"], outputs[method], floor)
+        counts, proofs, bugs = divergence_counts(
+            decoders[method], decoders["ar"], prompts, expected, outputs[method], new_tokens
+        )
         if bugs:
             diffs[method] = bugs
-        stats[method].update(divergences=counts, noise_floor=floor, lossless=counts[ALGORITHMIC] == 0)
+        violations = sum(r.stats.own_argmax_violations for r in outputs[method])
+        stats[method].update(divergences=counts, proofs=proofs, own_argmax_violations=violations)
+        stats[method].update(noise_floor=floor, lossless=counts[ALGORITHMIC] == 0)
         stats[method]["speedup_vs_ar"] = ar_s / stats[method]["decode_s"] if stats[method]["decode_s"] else None
     rows = [
-        [m, s["lossless"], "/".join(str(v) for v in s["divergences"].values()), s["output_tokens"], s["tau"] or ""]
-        + [s["decode_s"], s["speedup_vs_ar"] or ""]
+        [m, s["lossless"], "/".join(str(v) for v in s["divergences"].values()), s["own_argmax_violations"]]
+        + [s["output_tokens"], s["tau"] or "", s["decode_s"], s["speedup_vs_ar"] or ""]
         for m, s in stats.items()
     ]
     note = "dry run, no speedup claimed" if ctx.dry_run else f"SmolLM2-135M, {len(prompts)} prompts, greedy"
     results = {"target": target.name, "dtype": str(target.dtype), "new_tokens": new_tokens, "methods": stats}
-    header = ["method", "lossless", "exact/numerical/algorithmic", "tokens", "tau", "decode s", "speedup vs ar"]
-    tables = [table(f"{note}, noise floor {floor:.3g} logits", header, rows)]
+    header = ["method", "lossless", "exact/numerical/algorithmic", "own-argmax violations", "tokens", "tau"]
+    header += ["decode s", "speedup vs ar"]
+    tables = [table(f"{note}, noise floor {floor:.3g} logits (reported only)", header, rows)]
+    proven = [
+        [m, i, p["position"], p["kind"], p["method_margin"], p["ar_margin"], p["distance"], p["reference_distance"]]
+        for m, s in stats.items()
+        for i, p in s["proofs"].items()
+    ]
+    if proven:
+        header = ["method", "prompt", "position", "kind", "method margin", "ar margin", "distance", "plain distance"]
+        tables.append(table("divergences from ar's outputs, replayed", header, proven))
     if diffs:
         raise CheckFailed(f"algorithmic divergences from ar's outputs (prompt: where): {diffs}", results, tables)
     return results, tables

@@ -28,6 +28,8 @@ class ARDecoder(Decoder):
         start = clock.now()
         cache = target.new_cache(capacity=ids.shape[1] + budget + 1)
         logits = target(ids, cache=cache, last_logits_only=True).logits[:, -1]
+        if self.probe is not None:
+            self.probe.observe(0, logits, ids.shape[1], [ids.shape[1] - 1])
         token = sample(logits, self.sampling, generator)
         tokens = [token.item()]
         first = clock.now()
@@ -35,6 +37,8 @@ class ARDecoder(Decoder):
         reason = "stop" if tokens[-1] in self.stop_token_ids else "length"
         while reason != "stop" and len(tokens) < budget:
             logits = target(token.view(1, 1), cache=cache, last_logits_only=True).logits[:, -1]
+            if self.probe is not None:
+                self.probe.observe(len(tokens), logits, 1, [0])
             token = sample(logits, self.sampling, generator)
             tokens.append(token.item())
             if tokens[-1] in self.stop_token_ids:

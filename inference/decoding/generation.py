@@ -14,6 +14,7 @@ from dataclasses import dataclass
 
 import torch
 
+from inference.decoding.logits_probe import LogitsProbe
 from inference.decoding.options import DecodeOptions
 from inference.decoding.stats import GenerationStats, StageClock
 from inference.targets.adapter import TargetModel
@@ -60,6 +61,7 @@ class Decoder(ABC):
         self.stop_token_ids = frozenset(target.stop_token_ids if stop is None else stop)
         self.max_context = options.max_context or context_length(target)
         self.clock = StageClock(target.device, sync=options.sync_stages)
+        self.probe: LogitsProbe | None = None  # set by the lossless check's replay (logits_probe.py)
 
     def prompt_tensor(self, prompt_ids: list[int] | torch.Tensor) -> torch.Tensor:
         """[1, T] long on the target's device; batch size 1 only (the papers' b = 1 latency setting)."""

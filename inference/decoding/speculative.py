@@ -41,6 +41,7 @@ class DecodeState:
     tokens_left: int  # tokens that may still be emitted (not the tree's node budget)
     generator: torch.Generator | None
     stats: GenerationStats  # methods may record a finer split of their draft stage here
+    forced_size: int | None = None  # a replayed round: verify exactly this many drafts (see `schedule`)
 
 
 @dataclass
@@ -50,6 +51,16 @@ class Verdict:
     tokens: list[int]  # committed this round: the accepted draft tokens, then the target's bonus token
     features: torch.Tensor  # [1, n, K*H] target features of the verified window (root first)
     keep: torch.Tensor | None = None  # window indices of root + accepted (tree paths); None = a prefix
+    logits: torch.Tensor | None = None  # [n, V] the verify forward's logits (row i: next token after window i)
+
+    def rows(self) -> torch.Tensor | None:
+        """The logits rows that chose `tokens`, in order: row k of the window chose token k of a prefix
+        verdict, row keep[k] of a tree path's (None without logits)."""
+        if self.logits is None:
+            return None
+        if self.keep is None:
+            return self.logits[: len(self.tokens)]
+        return self.logits.index_select(0, self.keep.to(self.logits.device))
 
 
 class SpeculativeDecoder(Decoder):
@@ -70,6 +81,9 @@ class SpeculativeDecoder(Decoder):
         self.acceptance = AcceptanceModel()  # path score -> acceptance, from the rounds verified so far
         self.verify_curve: VerifyCurve | None = None  # `measure_costs`, before a cost-aware decoder's first round
         self.gate = DraftGate()  # cost-aware decoders: plain rounds while drafting does not pay (draft_gate.py)
+        # A replay (the lossless check) of a cost-aware generation: its rounds' draft sizes
+        # (`stats.draft_sizes`), so that timing-driven choices verify the same windows again.
+        self.schedule: list[int] | None = None
 
     def verify_cost(self, n: int) -> float:
         """Seconds of a verify forward over n tokens (`cost_model`): a cost-aware decoder measures the
@@ -113,6 +127,8 @@ class SpeculativeDecoder(Decoder):
         start = clock.now()
         target_cache = self.target.new_cache(capacity=prompt_len + max_tokens + self.max_window() + 1)
         out = self.target(ids, cache=target_cache, layer_ids=self.layer_ids, last_logits_only=True)
+        if self.probe is not None:
+            self.probe.observe(0, out.logits[:, -1], prompt_len, [prompt_len - 1])
         root = sample(out.logits[:, -1], self.sampling, generator)
         tokens = [root.item()]
         reason = "stop" if tokens[0] in self.stop_token_ids else "length"
@@ -126,9 +142,14 @@ class SpeculativeDecoder(Decoder):
         first = clock.now()
         stats.prefill_s = first - start
         finished = False
+        schedule = iter(self.schedule) if self.schedule is not None else None
         while not finished:
             t0 = clock.now()
-            drafting = not self.cost_aware or self.gate.drafting()
+            if schedule is not None:
+                state.forced_size = next(schedule, 0)
+                drafting = state.forced_size > 0
+            else:
+                drafting = not self.cost_aware or self.gate.drafting()
             draft = self.draft(state) if drafting else self.no_draft(state)
             stats.plain_rounds += not drafting
             t1 = clock.now()
@@ -151,9 +172,19 @@ class SpeculativeDecoder(Decoder):
     ) -> tuple[bool, bool]:
         """Emit the verdict's tokens (cut at a stop token / the budget) and advance both caches.
 
-        Returns (finished, stopped by a stop token). A finished generation leaves the caches as they are.
+        Greedy decoding audits every emitted token against the argmax of the verify logits that chose it
+        (`stats.own_argmax_violations`): an acceptance rule that commits anything else is a bug, whether or
+        not the output happens to part from `ar`'s. Returns (finished, stopped by a stop token). A finished
+        generation leaves the caches as they are.
         """
         emit, stopped = take_until_stop(verdict.tokens, self.stop_token_ids, state.tokens_left)
+        rows = verdict.rows()
+        if rows is not None and self.sampling.greedy:
+            own = rows[: len(emit)].argmax(-1).tolist()
+            stats.own_argmax_violations += sum(o != t for o, t in zip(own, emit, strict=True))
+        if rows is not None and self.probe is not None:
+            window = list(range(len(emit))) if verdict.keep is None else verdict.keep.tolist()
+            self.probe.observe(len(tokens), rows[: len(emit)], verdict.logits.shape[0], window)
         tokens.extend(emit)
         stats.accept_lengths.append(len(emit))
         state.tokens_left -= len(emit)

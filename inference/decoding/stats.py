@@ -30,6 +30,7 @@ class GenerationStats:
     draft_sizes: list[int] = field(default_factory=list)  # per round: drafts verified (tree nodes, chain tokens)
     predicted: list[float] = field(default_factory=list)  # per round: expected tokens (calibrated acceptance)
     plain_rounds: int = 0  # cost-aware rounds decoded without a draft because drafting did not pay (draft_gate.py)
+    own_argmax_violations: int = 0  # greedy: committed tokens that are not the argmax of their own verify logits
 
     @property
     def rounds(self) -> int:

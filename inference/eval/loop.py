@@ -23,7 +23,7 @@ import torch
 from tqdm.auto import tqdm
 
 from inference.decoding.generation import Decoder, PromptTooLongError
-from inference.eval.divergence import measure_divergence, measure_noise
+from inference.eval.divergence import measure_noise, prove_divergence
 from inference.eval.prompt_sets import BenchmarkPrompt
 from inference.eval.records import Record
 from inference.targets.adapter import TargetModel
@@ -79,20 +79,30 @@ def run_prompt(
         if method_done is not None:
             method_done(m)
     if noise_window:
-        check_divergences(records, turn_ids, target, noise_window)
+        check_divergences(records, turn_ids, decoders, max_new_tokens, noise_window)
     return records
 
 
 def check_divergences(
-    records: list[Record], turn_ids: Mapping[int, list[int]], target: TargetModel, window: int
+    records: list[Record],
+    turn_ids: Mapping[int, list[int]],
+    decoders: Mapping[str, Decoder],
+    max_new_tokens: int,
+    window: int,
 ) -> None:
-    """Fill `noise` on each `ar` record and `divergence` on each record that differs from `ar`'s (same turn)."""
+    """Fill `noise` on each `ar` record and, on each record that differs from `ar`'s (same turn), the
+    `divergence` proven by replaying both (`inference.eval.divergence.prove_divergence`)."""
     reference = {r.turn: r for r in records if r.method == "ar" and not r.skipped}
-    for turn, ar in reference.items():
-        ar.noise = measure_noise(target, turn_ids[turn], ar.tokens, window)
+    ar = decoders["ar"]
+    for turn, record in reference.items():
+        record.noise = measure_noise(ar.target, turn_ids[turn], record.tokens, window)
     for r in records:
-        if r.method != "ar" and not r.skipped and r.turn in reference:
-            found = measure_divergence(target, turn_ids[r.turn], reference[r.turn].tokens, r.tokens)
+        if r.method != "ar" and not r.skipped and r.turn in reference and r.tokens != reference[r.turn].tokens:
+            method = decoders[r.method]
+            schedule = r.stats.draft_sizes if getattr(method, "cost_aware", False) else None
+            found = prove_divergence(
+                method, ar, turn_ids[r.turn], reference[r.turn].tokens, r.tokens, max_new_tokens, schedule
+            )
             r.divergence = found.to_dict() if found else None
 
 

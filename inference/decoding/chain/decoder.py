@@ -137,7 +137,9 @@ class ChainDecoder(SpeculativeDecoder):
             return draft
         gains = self.acceptance.predict(draft.scores)
         self.fixed_s.add(self.clock.now() - t0)
-        if self.window == AUTO:
+        if state.forced_size is not None:
+            keep = min(state.forced_size, n)
+        elif self.window == AUTO:
             fixed = self.fixed_s.value()
             keep = best_prefix(gains, lambda k: fixed + self.verify_cost(k + 1), minimum=0)
         else:
@@ -159,4 +161,4 @@ class ChainDecoder(SpeculativeDecoder):
         if draft.scores is not None:
             accepted = len(tokens) - 1
             self.acceptance.update(draft.scores, [j < accepted for j in range(len(draft.scores))])
-        return Verdict(tokens=tokens, features=out.features)
+        return Verdict(tokens=tokens, features=out.features, logits=out.logits[0])

@@ -107,12 +107,15 @@ class TreeDecoder(SpeculativeDecoder):
             self.fixed_s.add(t2 - t0)
             fixed, step = self.fixed_s.value(), self.step_s.value()  # this round's cost model, set before the build
             # A cost-aware round stops expanding once the prefix it will keep is known (`prefix_settled`).
-            enough = self._stop_rule(depth, fixed, step) if self.cost_aware else None
+            replayed = state.forced_size is not None
+            enough = self._stop_rule(depth, fixed, step) if self.cost_aware and not replayed else None
             tree = best_first_batched(expander, self.node_budget, depth, self.expander.width, enough)
             if self.expander.steps > steps:
                 self.step_s.add(self.clock.now() - t2, self.expander.steps - steps)
         gains = self.acceptance.predict(tree.scores)
-        if self.cost_aware:
+        if state.forced_size is not None:
+            tree = tree.prefix(min(state.forced_size, len(tree)))
+        elif self.cost_aware:
             tree = tree.prefix(best_prefix(gains, self._round_cost(tree.depths, depth, fixed, step)))
         stats = state.stats
         stats.draft_sizes.append(len(tree))
@@ -141,4 +144,4 @@ class TreeDecoder(SpeculativeDecoder):
         self.acceptance.update(tree.scores, [i + 1 in accepted for i in range(len(tree))])
         tokens = [tree.tokens[i - 1] for i in path] + [bonus]
         keep = torch.tensor([0, *path], dtype=torch.long, device=device)
-        return Verdict(tokens=tokens, features=out.features, keep=keep)
+        return Verdict(tokens=tokens, features=out.features, keep=keep, logits=out.logits[0])

@@ -1,13 +1,22 @@
-"""The lossless check tells numerical ties from bugs: injected acceptance bugs are `algorithmic`."""
+"""The lossless check tells numerical ties from bugs (fp32 tiny target): planted acceptance, tree-walk and
+tree-mask bugs are `algorithmic`, through the own-argmax audit or the replayed proof at the divergence,
+and a proof holds only where both sides chose their own argmax and the logits sit within rounding."""
 
 import pytest
 import torch
+from planted_bugs import accepts_within, sees_a_sibling, takes_a_close_sibling
 
 from inference.decoding import build_decoder
+from inference.decoding.ar import ARDecoder
 from inference.decoding.chain import verify as chain_verify
+from inference.decoding.generation import Generation
 from inference.decoding.options import DecodeOptions, TreeOptions
+from inference.decoding.sampling import sample
+from inference.decoding.stats import GenerationStats
+from inference.decoding.tree import decoder as tree_decoder
 from inference.decoding.tree import verify as tree_verify
-from inference.eval.divergence import first_difference, measure_divergence, measure_noise
+from inference.eval import divergence
+from inference.eval.divergence import first_difference, measure_noise, prove_divergence
 from inference.eval.loop import run_dataset
 from inference.eval.prompt_sets import BenchmarkPrompt
 from inference.eval.results import summarize
@@ -28,17 +37,56 @@ def test_fp32_noise_is_far_below_any_real_gap(qwen_target):
     assert 0 <= noise < 1e-3
 
 
-def test_the_gap_is_the_targets_logit_margin_between_the_two_tokens(qwen_target):
+class _FlipsAtCloseCall(ARDecoder):
+    """`ar`, except that at output position `at` it commits the runner-up, reporting logits in which the
+    two are swapped (`honest`: the method's own argmax is its token) or left as they are (not)."""
+
+    def __init__(self, target, at: int, honest: bool = True) -> None:
+        super().__init__(target)
+        self.at, self.honest = at, honest
+
+    @torch.inference_mode()
+    def generate(self, prompt_ids, max_new_tokens, generator=None):
+        ids, tokens = torch.tensor([list(prompt_ids)]), []
+        cache = self.target.new_cache()
+        while len(tokens) < max_new_tokens:
+            logits = self.target(ids, cache=cache, last_logits_only=True).logits[0, -1].clone()
+            token = sample(logits[None], self.sampling)[0].item()
+            if len(tokens) == self.at:
+                first, second = logits.topk(2).indices.tolist()
+                if self.honest:
+                    logits[[first, second]] = logits[[second, first]]
+                token = second
+            if self.probe is not None:
+                self.probe.observe(len(tokens), logits[None], 1, [0])
+            tokens.append(token)
+            ids = torch.tensor([[token]])
+        return Generation(tokens, "length", GenerationStats(len(prompt_ids)))
+
+
+def test_a_divergence_is_proven_only_by_both_sides_own_argmax_and_logits_within_rounding(qwen_target, monkeypatch):
     ids = qwen_target.chat_ids([{"role": "user", "content": "hello"}])
-    ar = build_decoder("ar", qwen_target).generate(ids, 6).tokens
-    with torch.no_grad():
-        logits = qwen_target(torch.tensor([ids + ar[:3]])).logits[0, -1]
-    second = logits.topk(2).indices[1].item()
-    found = measure_divergence(qwen_target, ids, ar, ar[:3] + [second])
-    assert (found.position, found.ar_token, found.token) == (3, ar[3], second)
-    assert found.gap == pytest.approx((logits[ar[3]] - logits[second]).item(), abs=1e-4)
-    assert measure_divergence(qwen_target, ids, ar, list(ar)) is None
-    assert measure_divergence(qwen_target, ids, ar, ar[:2]).gap is None  # one side ended
+    ar = build_decoder("ar", qwen_target)
+    expected = ar.generate(ids, 8).tokens
+    assert prove_divergence(ar, ar, ids, expected, list(expected), 8) is None
+    ended = prove_divergence(ar, ar, ids, expected, expected[:5], 8)
+    assert (ended.position, ended.token, ended.kind) == (5, None, "algorithmic")
+
+    honest = _FlipsAtCloseCall(qwen_target, at=3)
+    tokens = honest.generate(ids, 8).tokens
+    found = prove_divergence(honest, ar, ids, expected, tokens, 8)
+    assert (found.position, found.ar_token, found.token) == (3, expected[3], tokens[3])
+    assert found.method_margin > 0 and found.ar_margin == pytest.approx(found.method_margin, abs=1e-4)
+    assert found.reference_distance < 1e-4 and found.distance == pytest.approx(found.ar_margin, abs=1e-4)
+    # In fp32 a swap of two logits a real margin apart is no rounding: (c) fails.
+    assert found.kind == "algorithmic" and found.reason.startswith("(c)")
+    monkeypatch.setattr(divergence, "DISTANCE_SLACK", found.distance + 1e-3)  # were rounding that coarse
+    assert prove_divergence(honest, ar, ids, expected, tokens, 8).kind == "numerical"
+    liar = _FlipsAtCloseCall(qwen_target, at=3, honest=False)
+    dishonest = prove_divergence(liar, ar, ids, expected, tokens, 8)
+    assert dishonest.kind == "algorithmic" and dishonest.reason.startswith("(a)") and dishonest.method_margin < 0
+    lying_ar = prove_divergence(ar, liar, ids, tokens, expected, 8)  # the roles swapped: the reference lies
+    assert lying_ar.kind == "algorithmic" and lying_ar.reason.startswith("(b)") and lying_ar.ar_margin < 0
 
 
 def _summary(target, decoders):
@@ -63,12 +111,6 @@ def _keeps_one_past_the_first_mismatch(draft, choice):
     return min(a + 1, len(draft))
 
 
-def _follows_a_child_the_target_did_not_pick(tree, logits, params, generator):
-    path, bonus = tree_verify.walk_match(tree, logits, params, generator)
-    wrong = [node for token, node in tree.children()[0].items() if token != logits[0].argmax().item()]
-    return ([wrong[0]], logits[wrong[0]].argmax().item()) if wrong else (path, bonus)
-
-
 def test_an_acceptance_bug_in_a_chain_is_algorithmic(qwen_target, trained_drafter, monkeypatch):
     drafter, _ = trained_drafter(qwen_target)
     monkeypatch.setattr(chain_verify, "accepted_prefix", _keeps_one_past_the_first_mismatch)
@@ -77,11 +119,36 @@ def test_an_acceptance_bug_in_a_chain_is_algorithmic(qwen_target, trained_drafte
     assert s["lossless"] is False and s["divergences"]["algorithmic"] >= 1
 
 
-def test_a_tree_walk_that_follows_a_child_the_target_did_not_pick_is_algorithmic(
-    qwen_target, trained_drafter, monkeypatch
-):
+def test_a_chain_that_accepts_a_close_runner_up_violates_its_own_argmax(qwen_target, trained_drafter, monkeypatch):
     drafter, _ = trained_drafter(qwen_target)
-    monkeypatch.setitem(tree_verify.TREE_WALKS, "match", _follows_a_child_the_target_did_not_pick)
+    monkeypatch.setattr(chain_verify.MatchVerifier, "__call__", accepts_within(0.5))
+    decoders = {m: build_decoder(m, qwen_target, drafter) for m in ("ar", "domino")}
+    s = _summary(qwen_target, decoders)["domino"]
+    assert s["own_argmax_violations"] >= 1 and s["lossless"] is False
+
+
+def test_a_tree_walk_that_takes_a_close_sibling_is_algorithmic(qwen_target, trained_drafter, monkeypatch):
+    drafter, _ = trained_drafter(qwen_target)
+    monkeypatch.setitem(tree_verify.TREE_WALKS, "match", takes_a_close_sibling(0.5))
     decoders = {m: build_decoder(m, qwen_target, drafter, tree=TreeOptions(budget=6)) for m in ("ar", "ddtree")}
     s = _summary(qwen_target, decoders)["ddtree"]
-    assert s["lossless"] is False and s["divergences"]["algorithmic"] >= 1
+    assert s["lossless"] is False and s["divergences"]["algorithmic"] >= 1 and s["own_argmax_violations"] >= 1
+
+
+def test_a_tree_mask_that_shows_a_node_its_sibling_is_algorithmic(qwen_target, trained_drafter, monkeypatch):
+    drafter, seqs = trained_drafter(qwen_target)  # prompts from its training rows: it accepts most drafts
+    mask = tree_decoder.tree_attention_mask
+    planted = lambda n, v, *a: mask(n, sees_a_sibling(v), *a)  # noqa: E731
+    monkeypatch.setattr(tree_decoder, "tree_attention_mask", planted)
+    ar = build_decoder("ar", qwen_target)
+    # A budget past the drafter's confident chain, so that the accepted path's nodes have siblings.
+    tree = build_decoder("dominotree", qwen_target, drafter, DecodeOptions(stop_token_ids=[]), TreeOptions(budget=16))
+    proofs = []
+    for row in range(len(seqs)):
+        prompt = seqs[row, : 5 + 3 * row].tolist()
+        expected, got = ar.generate(prompt, 30).tokens, tree.generate(prompt, 30)
+        # Every token is the argmax of the (wrong) logits it came from: only the replayed proof can tell.
+        assert got.stats.own_argmax_violations == 0
+        proofs.append(prove_divergence(tree, ar, prompt, expected, got.tokens, 30))
+    found = [p for p in proofs if p is not None]
+    assert found and all(p.kind == "algorithmic" and p.reason.startswith("(c)") for p in found), found

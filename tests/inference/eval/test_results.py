@@ -13,7 +13,11 @@ def _record(method, prompt_id, tokens, accept_lengths, decode_s, dataset="mt-ben
     return Record(dataset, method, prompt_id, turn, tokens, "length", stats, text="x")
 
 
-def _records(gap=5.0):
+def _proof(kind: str, margin: float = 0.4) -> dict:
+    return {"position": 4, "ar_token": 5, "token": 9, "ar_margin": margin, "kind": kind, "reason": "test"}
+
+
+def _records(kind="algorithmic"):
     records = [
         _record("ar", "a", [1, 2, 3, 4, 5], [1, 1, 1, 1], 4.0),
         _record("ar", "b", [6, 7, 8], [1, 1], 2.0),
@@ -23,7 +27,7 @@ def _records(gap=5.0):
         Record("mt-bench", "dflash", "b", 0, None, None, None, skip_reason="too long"),
     ]
     records[0].noise, records[1].noise = 0.5, 0.25  # the run's floor: 0.5
-    records[4].divergence = {"position": 4, "ar_token": 5, "token": 9, "gap": gap}
+    records[4].divergence = _proof(kind)
     return records
 
 
@@ -34,7 +38,7 @@ def test_summary_numbers():
     assert domino["tau"] == 2.0 and domino["accept_length_histogram"] == [0, 1, 1, 1]
     assert domino["speedup"] == (6.0 / 8) / (2.0 / 8) and domino["tokens_per_s"] == 4.0
     assert domino["lossless"] is True and domino["divergences"] == {"exact": 2, "numerical": 0, "algorithmic": 0}
-    # one differs beyond the floor, one is missing
+    # one differs and was not proven numerical, one is missing
     assert dflash["lossless"] is False and dflash["divergences"] == {"exact": 0, "numerical": 0, "algorithmic": 2}
     assert dflash["noise_floor"] == 0.5 and dflash["max_numerical_gap"] is None
     assert dflash["skipped_prompts"] == 1 and dflash["num_prompts"] == 1 and dflash["num_output_tokens"] == 5
@@ -42,23 +46,23 @@ def test_summary_numbers():
     assert summarize(_records(), check_lossless=False)["mt-bench"]["domino"]["lossless"] is None
 
 
-def test_a_divergence_within_the_runs_noise_floor_is_numerical():
-    records = [r for r in _records(gap=0.4) if r.prompt_id == "a"]
+def test_a_proven_divergence_is_numerical_whatever_the_noise_floor():
+    records = [r for r in _records("numerical") if r.prompt_id == "a"]
+    records[0].noise = 0.01  # far below the margin: the floor is reported, not judged with
     dflash = summarize(records, check_lossless=True)["mt-bench"]["dflash"]
     assert dflash["divergences"] == {"exact": 0, "numerical": 1, "algorithmic": 0} and dflash["lossless"] is True
-    assert dflash["max_numerical_gap"] == 0.4
-    records[0].noise = 0.3  # a quieter run: the same gap is now beyond the floor
-    assert summarize(records, check_lossless=True)["mt-bench"]["dflash"]["divergences"]["algorithmic"] == 1
+    assert dflash["max_numerical_gap"] == 0.4 and dflash["noise_floor"] == 0.01
 
 
-def test_an_unmeasured_difference_or_a_run_without_a_floor_is_algorithmic():
-    records = _records(gap=0.1)
-    for r in records:
-        r.noise = None
-    assert summarize(records, check_lossless=True)["mt-bench"]["dflash"]["divergences"]["algorithmic"] == 2
+def test_an_unproven_difference_or_an_own_argmax_violation_is_algorithmic():
     records = _records()
     records[4].divergence = None
     assert summarize(records, check_lossless=True)["mt-bench"]["dflash"]["divergences"]["algorithmic"] == 2
+    records = _records()
+    records[2].stats.own_argmax_violations = 1  # domino's output equals ar's, but it committed a non-argmax
+    domino = summarize(records, check_lossless=True)["mt-bench"]["domino"]
+    assert domino["divergences"]["algorithmic"] == 1 and domino["own_argmax_violations"] == 1
+    assert "NO (1 / 0 / 1, 1 own-argmax violations)" in markdown(summarize(records, check_lossless=True), "# t")
 
 
 def test_records_keep_noise_and_divergence_through_the_log():

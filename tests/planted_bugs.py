@@ -1,0 +1,51 @@
+"""Decoding bugs planted on purpose, for the tests that prove the lossless check catches them: each commits
+a token the target would not have, or computes the target's logits wrongly, only at some positions."""
+
+from __future__ import annotations
+
+import torch
+
+
+def accepts_within(tolerance: float):  # noqa: ANN201
+    """A chain rule (`MatchVerifier.__call__`) that keeps a draft token within `tolerance` logits of the
+    target's argmax: an acceptance test with a tolerance."""
+
+    def verify(self, draft, target_logits, generator=None):  # noqa: ANN001, ANN202
+        drafts, choice = draft.tokens.tolist(), target_logits.argmax(-1).tolist()
+        a = 0
+        while a < len(drafts) and target_logits[a].max() - target_logits[a, drafts[a]] <= tolerance:
+            a += 1
+        return drafts[:a] + [choice[a]]
+
+    return verify
+
+
+def takes_a_close_sibling(tolerance: float):  # noqa: ANN201
+    """A tree walk (`TREE_WALKS["match"]`) that, at a node where another child is within `tolerance`
+    logits of the target's choice, follows that child instead."""
+
+    def walk(tree, logits, params, generator):  # noqa: ANN001, ANN202
+        choice = logits.argmax(-1).tolist()
+        children = tree.children()
+        path, cur = [], 0
+        while True:
+            row, best = logits[cur], choice[cur]
+            close = [i for token, i in children[cur].items() if token != best and row[best] - row[token] <= tolerance]
+            nxt = close[0] if close else children[cur].get(best)
+            if nxt is None:
+                return path, best
+            path.append(nxt)
+            cur = nxt
+
+    return walk
+
+
+def sees_a_sibling(visible: torch.Tensor) -> torch.Tensor:
+    """A tree's visibility [n, n] with a planted bug: a node that has siblings also sees the first other one."""
+    visible = visible.clone()
+    parent = [max((j for j in range(i) if visible[i, j]), default=-1) for i in range(len(visible))]
+    for i in range(len(visible)):
+        siblings = [j for j in range(len(visible)) if j != i and parent[j] == parent[i] >= 0]
+        if siblings:
+            visible[i, siblings[0]] = True
+    return visible
