@@ -12,6 +12,7 @@ from torch.utils.data import DataLoader, Dataset, Sampler
 
 from domino_train.data.rows import Rows, collate
 from domino_train.data.sampler import ResumableSampler
+from inference.targets.adapter import TargetModel
 
 
 class DominoDataModule(L.LightningDataModule):
@@ -26,6 +27,11 @@ class DominoDataModule(L.LightningDataModule):
         self.val_set: Rows | None = None
         self._sampler: ResumableSampler | None = None
         self._resume: dict[str, int] | None = None
+
+    def check_target(self, target: TargetModel) -> None:
+        """Refuse data made for another target than `target` (weights not needed), before any heavy work.
+
+        Rows the module makes with the target itself need no check."""
 
     def _split(self, rows: Any, n: int, features: Any = None) -> None:
         """Hold `val_size` random rows of one set out for validation; train on the rest."""

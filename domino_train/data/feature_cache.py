@@ -10,7 +10,9 @@ Rows are streamed through the target in right-padded batches (causal attention: 
 never changes its features), grouped by length inside windows of `window_rows` rows so that padding
 stays small, and written in their original order to shards of about `shard_bytes`
 (`features-00000.safetensors`: a [tokens, K*H] tensor, `next_ids` and row offsets), so memory stays
-bounded. Shards appear atomically; a restarted run continues after the last complete shard.
+bounded. Shards appear atomically; a restarted run continues after the last complete shard, unless
+the tokenized set, the target or the layout changed since (`settings.json` records them, with the
+set's digest): that is refused, or redone with `overwrite` (`freshness.py`).
 `index.json` is written last and is what `FeatureCache` opens.
 """
 
@@ -28,6 +30,7 @@ from safetensors.torch import save_file
 from tqdm.auto import tqdm
 
 from domino_train.data.batching import length_sorted_batches
+from domino_train.data.freshness import claim_folder, content_digest
 from domino_train.data.manifest import target_record, timestamp
 from domino_train.data.shards import write_json_atomic
 from domino_train.data.tokenize import load_tokenized
@@ -64,14 +67,23 @@ def build_feature_cache(
     shard_bytes: int = 1 << 30,
     batch_tokens: int = 8192,
     window_rows: int = 256,
+    overwrite: bool = False,
 ) -> dict[str, Any]:
     """Write the feature shards and `index.json` for the tokenized set at `dataset_dir`."""
     ds, manifest = load_tokenized(dataset_dir)
     out_dir = Path(out_dir)
-    out_dir.mkdir(parents=True, exist_ok=True)
     width = len(layer_ids) * target.config.hidden_size
     bytes_per_token = width * torch.empty(0, dtype=dtype).element_size()
     shard_tokens = max(1, shard_bytes // bytes_per_token)
+    settings = {
+        "input_sha256": content_digest(Path(dataset_dir)),
+        "target": target_record(target),
+        "layer_ids": list(layer_ids),
+        "dtype": str(dtype).removeprefix("torch."),
+        "shard_bytes": shard_bytes,
+        "window_rows": window_rows,
+    }
+    claim_folder(out_dir, settings, overwrite)
     done = sorted(out_dir.glob("features-*.safetensors"))
     shards = [_read_shard_meta(p) for p in done]
     row = shards[-1]["first_row"] + shards[-1]["num_rows"] if shards else 0
@@ -130,6 +142,7 @@ def build_feature_cache(
         "bytes_total": sum((out_dir / s["file"]).stat().st_size for s in shards),
         "target": target_record(target),
         "dataset_manifest_created": manifest.get("created"),
+        "input_sha256": settings["input_sha256"],
         "shards": shards,
     }
     write_json_atomic(out_dir / INDEX, index)

@@ -1,4 +1,9 @@
-"""The data pipeline: run the stages chosen by `stages=[...]` (entry point: `domino_train/cli/data.py`)."""
+"""The data pipeline: run the stages chosen by `stages=[...]` (entry point: `domino_train/cli/data.py`).
+
+Each stage writes its own folder under `out_dir` (`FOLDERS`), read by the stages after it; a stage that
+would change or redo its folder under a later stage's folder made from it refuses, or with
+`overwrite=true` removes that folder (`freshness.py`), so no data set is ever left mixed.
+"""
 
 from __future__ import annotations
 
@@ -22,9 +27,15 @@ def _read_json(path: Path) -> Any:
     return json.loads(path.read_text()) if path.is_file() else None
 
 
+def _later(out: Path, stage: str) -> list[Path]:
+    """The folders of the stages after `stage`: what is made from its folder."""
+    order = list(FOLDERS)
+    return [out / FOLDERS[s] for s in order[order.index(stage) + 1 :]]
+
+
 def _prepare(cfg: DictConfig, out: Path) -> dict[str, Any]:
     sources = {name: instantiate(spec, name=name) for name, spec in cfg.pipeline.source.sources.items()}
-    return prepare(sources, out / "prepared", **cfg.prepare)
+    return prepare(sources, out / "prepared", **cfg.prepare, overwrite=cfg.overwrite, dependents=_later(out, "prepare"))
 
 
 def _regenerate(cfg: DictConfig, out: Path) -> dict[str, Any]:
@@ -47,7 +58,16 @@ def _regenerate(cfg: DictConfig, out: Path) -> dict[str, Any]:
         "backend": OmegaConf.to_container(cfg.pipeline.backend),
     }
     return regenerate(
-        backend, out / "prepared", out / "regenerated", settings, r.max_new_tokens, r.seed, r.shard_size, r.limit
+        backend,
+        out / "prepared",
+        out / "regenerated",
+        settings,
+        r.max_new_tokens,
+        r.seed,
+        r.shard_size,
+        r.limit,
+        cfg.overwrite,
+        _later(out, "regenerate"),
     )
 
 
@@ -64,7 +84,16 @@ def _tokenize(cfg: DictConfig, out: Path) -> dict[str, Any]:
         else None,
         "source_config": OmegaConf.to_container(cfg.pipeline.source),
     }
-    return tokenize(target, out / t.input, out / "tokenized", t.max_length, t.end_of_turn, lineage)
+    return tokenize(
+        target,
+        out / t.input,
+        out / "tokenized",
+        t.max_length,
+        t.end_of_turn,
+        lineage,
+        cfg.overwrite,
+        _later(out, "tokenize"),
+    )
 
 
 def _cache(cfg: DictConfig, out: Path) -> dict[str, Any]:
@@ -80,10 +109,12 @@ def _cache(cfg: DictConfig, out: Path) -> dict[str, Any]:
         c.shard_bytes,
         c.batch_tokens,
         c.window_rows,
+        cfg.overwrite,
     )
 
 
 STAGES = {"prepare": _prepare, "regenerate": _regenerate, "tokenize": _tokenize, "cache": _cache}
+FOLDERS = {"prepare": "prepared", "regenerate": "regenerated", "tokenize": "tokenized", "cache": "features"}
 
 
 def run(cfg: DictConfig) -> dict[str, Any]:

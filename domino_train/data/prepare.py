@@ -6,8 +6,9 @@ Rules, applied in this order to every record: parse (`malformed_json`, `not_utf8
 cut, not the row), drop exact duplicates of an earlier row (`duplicate`), leave out the first `skip`
 rows that pass all of these (`skipped`: another slice of the same source, e.g. a held-out one), keep at
 most `limit`. Every drop is counted by reason in `summary.json`; nothing is dropped silently, and the
-first `SHOWN_PER_REASON` unparsable rows of each reason are named by `file:line` (`where`). Output
-replaces the folder atomically.
+first `SHOWN_PER_REASON` dropped rows of each reason (but `skipped`) are named by where they are
+(`where`: `file:line` for local files). A stage that keeps no row ends with one line naming the most
+frequent reason and its fix (`drops.py`). Output replaces the folder atomically.
 """
 
 from __future__ import annotations
@@ -15,16 +16,17 @@ from __future__ import annotations
 import shutil
 import tempfile
 from collections import Counter
+from collections.abc import Sequence
 from pathlib import Path
 from typing import Any
 
 from tqdm.auto import tqdm
 
+from domino_train.data.drops import Drops, nothing_kept
+from domino_train.data.freshness import replace_folder
 from domino_train.data.schema import MalformedRow, content_hash, normalize
 from domino_train.data.shards import shard_path, write_json_atomic, write_jsonl_atomic
 from domino_train.data.sources import Source
-
-SHOWN_PER_REASON = 5  # unparsable rows named (file:line) per source and reason
 
 
 def cut_user_turns(row: dict[str, Any], max_user_turns: int) -> dict[str, Any]:
@@ -45,8 +47,13 @@ def prepare(
     max_chars: int = 32_000,
     max_user_turns: int | None = None,
     shard_size: int = 10_000,
+    overwrite: bool = False,
+    dependents: Sequence[Path] = (),
 ) -> dict[str, Any]:
-    """Write `out_dir/shard-*.jsonl` and `out_dir/summary.json`; returns the summary."""
+    """Write `out_dir/shard-*.jsonl` and `out_dir/summary.json`; returns the summary.
+
+    Rows that differ from the folder's present ones never replace them under `dependents` (the later
+    stages' folders made from them) unless `overwrite`, which removes those (`freshness.replace_folder`)."""
     out_dir = Path(out_dir)
     out_dir.parent.mkdir(parents=True, exist_ok=True)
     tmp = Path(tempfile.mkdtemp(dir=out_dir.parent, prefix=f".{out_dir.name}-"))
@@ -54,6 +61,7 @@ def prepare(
     summary: dict[str, Any] = {"sources": {}, "kept": 0, "dropped": 0}
     buffer: list[dict[str, Any]] = []
     n_shards = 0
+    drops: dict[str, Drops] = {}
 
     def flush() -> None:
         nonlocal n_shards, buffer
@@ -63,34 +71,33 @@ def prepare(
 
     try:
         for name, source in sources.items():
-            kept, passed, dropped, where = 0, 0, Counter(), {}
+            kept, passed, cuts, drops[name] = 0, 0, Counter(), Drops()
+            drop = drops[name].add
             bar = tqdm(desc=f"prepare {name}", unit=" rows", total=source.limit)
-            for i, raw in enumerate(source.records()):
+            for i, (at, raw) in enumerate(source.records()):
                 if source.limit is not None and kept >= source.limit:
                     break
                 try:
                     if isinstance(raw, MalformedRow):
                         raise raw
-                    row = normalize(raw, f"{name}-{i}", source.prompt_fields, source.response_field)
+                    row = normalize(raw, f"{name}-{i}", source.prompt_fields, source.response_field, cuts)
                 except MalformedRow as e:
-                    dropped[e.reason] += 1
-                    if e.where is not None and len(where.setdefault(e.reason, [])) < SHOWN_PER_REASON:
-                        where[e.reason].append(e.where)
+                    drop(e.reason, at, e.detail)
                     continue
                 row["id"] = f"{name}/{row['id']}"
                 if sum(len(m["content"]) for m in row["conversations"]) > max_chars:
-                    dropped["too_long"] += 1
+                    drop("too_long", at, f"over max_chars={max_chars}")
                     continue
                 if max_user_turns is not None:
                     row = cut_user_turns(row, max_user_turns)
                 key = content_hash(row)
                 if key in seen:
-                    dropped["duplicate"] += 1
+                    drop("duplicate", at)
                     continue
                 seen.add(key)
                 if passed < source.skip:  # an earlier slice of this source (kept out of the dedup too)
                     passed += 1
-                    dropped["skipped"] += 1
+                    drop("skipped")  # not a fault: not named
                     continue
                 buffer.append(row)
                 kept += 1
@@ -98,19 +105,24 @@ def prepare(
                 if len(buffer) >= shard_size:
                     flush()
             bar.close()
+            dropped, where = drops[name].counts, drops[name].where
             summary["sources"][name] = {"kept": kept, "dropped": dict(sorted(dropped.items()))}
             if where:
                 summary["sources"][name]["where"] = dict(sorted(where.items()))
+            if cuts:
+                summary["sources"][name]["cut"] = dict(sorted(cuts.items()))
             summary["kept"] += kept
             summary["dropped"] += sum(dropped.values())
             shown = "".join(f"; {reason} at {', '.join(at)}" for reason, at in sorted(where.items()))
             counts = dict(sorted(dropped.items()))
-            print(f"prepare {name}: kept {kept}, dropped {sum(dropped.values())} {counts}{shown}")
+            cut = f", cut {dict(sorted(cuts.items()))}" if cuts else ""
+            print(f"prepare {name}: kept {kept}, dropped {sum(dropped.values())} {counts}{cut}{shown}")
+        if not summary["kept"]:
+            name = max(drops, key=lambda n: drops[n].counts.total())  # the source that dropped most
+            raise nothing_kept(f"prepare (source {name!r})", drops[name], source=name)
         flush()
         write_json_atomic(tmp / "summary.json", summary)
-        if out_dir.exists():
-            shutil.rmtree(out_dir)
-        tmp.rename(out_dir)
+        replace_folder(tmp, out_dir, overwrite, dependents)
     finally:
         shutil.rmtree(tmp, ignore_errors=True)
     return summary

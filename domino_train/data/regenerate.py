@@ -7,7 +7,8 @@ answers included), through its chat template.
 Resumable: the prepared rows are cut into fixed shards of `shard_size` rows; a shard's output file
 appears (atomically) only when all its rows are done, and a restarted run skips the shards that exist.
 Each request's random stream is seeded from (seed, row id, turn), so a redone shard equals the shard an
-uninterrupted run would have written.
+uninterrupted run would have written. A restart with other settings or other prepared rows (their
+digest is recorded in `settings.json`) is refused, or redone with `overwrite` (`freshness.py`).
 
 Context rule: a turn whose prompt plus `max_new_tokens` exceeds the target's context ends the
 conversation before that turn; a conversation whose first prompt is too long is dropped
@@ -21,7 +22,7 @@ import hashlib
 import json
 import time
 from collections import Counter
-from collections.abc import Iterator
+from collections.abc import Iterator, Sequence
 from itertools import islice
 from pathlib import Path
 from typing import Any
@@ -29,7 +30,9 @@ from typing import Any
 from tqdm.auto import tqdm
 
 from domino_train.data.backends import Request
-from domino_train.data.shards import read_shards, shard_path, write_json_atomic, write_jsonl_atomic
+from domino_train.data.drops import counted_drops, nothing_kept
+from domino_train.data.freshness import claim_folder, content_digest
+from domino_train.data.shards import list_shards, read_shards, shard_path, write_json_atomic, write_jsonl_atomic
 
 
 def request_seed(seed: int, row_id: str, turn: int) -> int:
@@ -93,23 +96,27 @@ def regenerate(
     seed: int = 0,
     shard_size: int = 64,
     limit: int | None = None,
+    overwrite: bool = False,
+    dependents: Sequence[Path] = (),
 ) -> dict[str, Any]:
     """Regenerate the prepared rows of `in_dir` into `out_dir` shards; resumes; returns the summary.
 
-    `settings` (target, sampling, backend, ...) is recorded in `out_dir/settings.json`; resuming into a
-    folder written with other settings is refused, since mixing them would corrupt the set silently.
+    `settings` (target, sampling, backend, ...) and the digest of the prepared rows are recorded in
+    `out_dir/settings.json`; resuming into a folder written with other settings or from other rows is
+    refused, since mixing them would corrupt the set silently; `overwrite` redoes it instead (removing the
+    `dependents`, the later stages' folders made from it). A run that keeps no row ends with a ValueError
+    naming the reason (the empty shards are removed, so that a rerun redoes them).
     """
     in_dir, out_dir = Path(in_dir), Path(out_dir)
-    settings = {**settings, "max_new_tokens": max_new_tokens, "seed": seed, "shard_size": shard_size, "limit": limit}
-    recorded = out_dir / "settings.json"
-    if recorded.is_file():
-        previous = json.loads(recorded.read_text())
-        if previous != json.loads(json.dumps(settings)):
-            raise ValueError(
-                f"{out_dir} holds a regeneration with other settings ({previous}); "
-                "resume with the same settings, or choose a new output folder"
-            )
-    write_json_atomic(recorded, settings)
+    settings = {
+        **settings,
+        "input_sha256": content_digest(in_dir),
+        "max_new_tokens": max_new_tokens,
+        "seed": seed,
+        "shard_size": shard_size,
+        "limit": limit,
+    }
+    claim_folder(out_dir, settings, overwrite, dependents)
     rows = read_shards(in_dir)
     if limit is not None:
         rows = islice(rows, limit)
@@ -140,4 +147,9 @@ def regenerate(
     summary["output_tokens_per_s"] = round(totals["output_tokens"] / max(totals["seconds"], 1e-9), 2)
     summary["wall_seconds_this_run"] = round(time.perf_counter() - start, 3)
     write_json_atomic(out_dir / "summary.json", summary)
+    if not totals["rows_out"]:
+        for shard in list_shards(out_dir):
+            shard.unlink()
+            shard.with_suffix(".stats.json").unlink(missing_ok=True)
+        raise nothing_kept("regenerate", counted_drops(totals))
     return summary

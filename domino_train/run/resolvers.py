@@ -10,6 +10,9 @@
 - `${domino.gpus_per_node:${trainer.accelerator},${trainer.devices}}`: GPUs to ask Slurm for on each node:
   the devices of a GPU trainer, null (no `--gpus-per-node`) on a CPU one.
 - `${domino.tags:${tags}}`: W&B tags derived from the run (`variant_tags`) followed by the extra `tags`.
+- `${domino.data_target:${hydra:runtime.choices.target},${target.spec}}`: the target's part of a data set's
+  folder name: the target config's name, or for a local folder target (`target.spec=/models/x`) the
+  folder's name and a hash of its absolute path, so two folder targets never share a data set.
 - `${domino.cwd:}`: the launch folder: Hydra's `runtime.cwd` where Hydra has set it, else the working
   directory. `${hydra:runtime.cwd}` itself fails in the process that submits a multirun, where the sweep
   folder (and so the paths) must already resolve.
@@ -69,6 +72,16 @@ def run_tags(extra: Any, *, _root_: Any) -> list[str]:
     return derived + [str(t) for t in (extra or []) if str(t) not in derived]
 
 
+def data_target(choice: str, spec: str | None) -> str:
+    """The target config's name `choice`, or for a local folder `spec` its name and a hash of its path."""
+    from inference.targets.loader import BUILTIN_SPECS  # here: registering the resolvers needs no torch
+
+    if not spec or spec in BUILTIN_SPECS or not Path(spec).expanduser().is_dir():
+        return choice
+    folder = Path(spec).expanduser().resolve()
+    return f"{_NOT_IN_ID.sub('-', folder.name)}-{hashlib.sha1(str(folder).encode()).hexdigest()[:8]}"
+
+
 def launch_dir() -> str:
     from hydra.core.hydra_config import HydraConfig
 
@@ -81,4 +94,5 @@ def register() -> None:
     OmegaConf.register_new_resolver("domino.run_key", run_key, replace=True)
     OmegaConf.register_new_resolver("domino.gpus_per_node", gpus_per_node, replace=True)
     OmegaConf.register_new_resolver("domino.tags", run_tags, replace=True)
+    OmegaConf.register_new_resolver("domino.data_target", data_target, replace=True)
     OmegaConf.register_new_resolver("domino.cwd", launch_dir, replace=True)

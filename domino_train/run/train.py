@@ -46,8 +46,10 @@ def build(cfg: DictConfig) -> tuple[DominoLitModule, L.LightningDataModule, L.Tr
     dtype = training_target_dtype(cfg.target.get("dtype"), precision)
     # prepack=False, engine=hf: training backpropagates through the target's plain lm_head and copies its layers.
     target_factory = instantiate(cfg.target, _partial_=True, dtype=dtype, prepack=False, engine="hf")
-    config = drafter_config(cfg, target_factory(device="meta"))
+    described = target_factory(device="meta")  # config, tokenizer and template: no weights
+    config = drafter_config(cfg, described)
     datamodule = instantiate(cfg.data)
+    datamodule.check_target(described)  # data made for another target ends the run here, before any heavy work
     run_config = OmegaConf.to_container(cfg, resolve=True)
     run_config["trainer"]["precision"] = precision  # the card and training_config.yaml say what ran
     module = DominoLitModule(

@@ -71,3 +71,52 @@ def test_bytes_that_are_not_utf8_drop_their_rows_counted_and_named(tmp_path):
     assert summary["sources"]["a"] == {"kept": 5, "dropped": {"not_utf8": 1}, "where": {"not_utf8": [f"{jsonl}:4"]}}
     assert summary["sources"]["b"] == {"kept": 2, "dropped": {"not_utf8": 1}, "where": {"not_utf8": [f"{array}:3"]}}
     assert len(list(read_shards(tmp_path / "out"))) == 7
+
+
+def test_openai_rows_with_tools_or_content_parts_are_kept_or_dropped_by_name(tmp_path):
+    call = {"role": "assistant", "tool_calls": [{"type": "function", "function": {"name": "weather"}}]}
+    rows = [
+        {
+            "messages": [
+                {"role": "user", "content": [{"type": "text", "text": "hi"}]},
+                {"role": "assistant", "content": "yo"},
+            ]
+        },
+        {"messages": [{"role": "user", "content": "rain?"}, call, {"role": "tool", "content": "no"}]},
+        {"messages": [{"role": "user", "content": [{"type": "image_url", "image_url": {"url": "a.png"}}]}]},
+    ]
+    path = tmp_path / "a.jsonl"
+    path.write_text("\n".join(json.dumps(r) for r in rows))
+    summary = prepare({"a": LocalFiles(name="a", paths=[str(path)])}, tmp_path / "out")
+    assert summary["sources"]["a"] == {
+        "kept": 2,
+        "dropped": {"non_text_content": 1},
+        "where": {"non_text_content": [f"{path}:3"]},
+        "cut": {"tool_call": 1},
+    }
+    assert [r["conversations"] for r in read_shards(tmp_path / "out")] == [
+        [{"role": "user", "content": "hi"}, {"role": "assistant", "content": "yo"}],
+        [{"role": "user", "content": "rain?"}],
+    ]
+
+
+def test_a_prepare_that_keeps_no_row_names_the_reason_and_the_fix(tmp_path):
+    alpaca = tmp_path / "alpaca.jsonl"
+    alpaca.write_text("\n".join(json.dumps({"instruction": f"do {i}", "input": "", "output": "ok"}) for i in range(3)))
+    with pytest.raises(ValueError) as e:
+        prepare({"mine": LocalFiles(name="mine", paths=[str(alpaca)])}, tmp_path / "out")
+    message = str(e.value)
+    assert (
+        "\n" not in message and "3 dropped as no_messages" in message and "keys: instruction, input, output" in message
+    )
+    assert f"{alpaca}:1" in message and "pipeline.source.sources.mine.prompt_fields" in message
+    assert not (tmp_path / "out").exists()
+    summary = prepare(  # the fix it names works
+        {
+            "mine": LocalFiles(
+                name="mine", paths=[str(alpaca)], prompt_fields=["instruction", "input"], response_field="output"
+            )
+        },
+        tmp_path / "out",
+    )
+    assert summary["kept"] == 3

@@ -105,8 +105,29 @@ def test_a_killed_run_resumes_to_the_same_shards(qwen_target, prepared, tmp_path
 
 def test_resuming_with_other_settings_is_refused(qwen_target, prepared, tmp_path):
     regenerate(_backend(qwen_target), prepared, tmp_path / "r", {"t": 1}, 6, seed=3, shard_size=4)
-    with pytest.raises(ValueError, match="other settings"):
+    with pytest.raises(ValueError, match=r"other settings or input \(seed: 3 -> 4\); pass overwrite=true"):
         regenerate(_backend(qwen_target), prepared, tmp_path / "r", {"t": 1}, 6, seed=4, shard_size=4)
+
+
+def test_other_prepared_rows_are_never_resumed_into(prepared, tmp_path):
+    """The same command on another input: the old regeneration is refused, or redone with overwrite."""
+    regenerate(_Echo(), prepared, tmp_path / "r", {"t": 1}, 6, shard_size=4)
+    first = [r["id"] for r in read_shards(tmp_path / "r")]
+    other = tmp_path / "other.jsonl"
+    other.write_text(json.dumps({"id": "z", "conversations": [{"from": "human", "value": "new question"}]}))
+    prepare({"t": LocalFiles(name="t", paths=[str(other)])}, prepared)
+    with pytest.raises(
+        ValueError, match=r"/r was made with other settings or input \(input_sha256: .* -> .*\); pass overwrite=true"
+    ):
+        regenerate(_Echo(), prepared, tmp_path / "r", {"t": 1}, 6, shard_size=4)
+    assert [r["id"] for r in read_shards(tmp_path / "r")] == first  # refused: untouched
+    dependent = tmp_path / "tokenized"
+    dependent.mkdir()
+    summary = regenerate(
+        _Echo(), prepared, tmp_path / "r", {"t": 1}, 6, shard_size=4, overwrite=True, dependents=[dependent]
+    )
+    assert summary["rows_in"] == 1 and [r["id"] for r in read_shards(tmp_path / "r")] == ["t/z"]
+    assert not dependent.exists()
 
 
 def test_context_rule_and_failures_are_counted(qwen_target, prepared, tmp_path):
@@ -122,8 +143,12 @@ def test_context_rule_and_failures_are_counted(qwen_target, prepared, tmp_path):
         def generate(self, requests):
             return [Response(error="HTTP 400") for _ in requests]
 
-    summary = regenerate(Failing(), prepared, tmp_path / "f", {"t": 2}, 6, shard_size=8)
-    assert summary["dropped_backend_error"] == 6 and summary["rows_out"] == 0
+    with pytest.raises(ValueError, match="kept no row of 6: 6 dropped as backend_error; check that the backend"):
+        regenerate(Failing(), prepared, tmp_path / "f", {"t": 2}, 6, shard_size=8)
+    assert json.loads((tmp_path / "f" / "summary.json").read_text())["dropped_backend_error"] == 6
+    assert not list_shards(tmp_path / "f")  # nothing kept: a rerun once the backend answers redoes every shard
+    echoed = regenerate(_Echo(), prepared, tmp_path / "f", {"t": 2}, 6, shard_size=8)
+    assert echoed["rows_out"] == 6
 
 
 class _Handler(BaseHTTPRequestHandler):

@@ -73,3 +73,29 @@ def test_cache_stores_the_targets_greedy_next_ids(tokenized, qwen_target, tmp_pa
     for i in range(len(ds)):
         ids = torch.tensor([ds[i]["input_ids"]])
         assert torch.equal(cache.next_ids(i), qwen_target(ids).logits[0].argmax(-1).to(torch.int32))
+
+
+def test_a_cache_is_never_resumed_over_another_tokenized_set(tokenized, qwen_target, tmp_path):
+    path, _ = tokenized
+    build_feature_cache(qwen_target, path, tmp_path / "f", [1], dtype=torch.float32)
+    # tokenize again with another max_length: under the cache made from the old set it is refused ...
+    with pytest.raises(ValueError, match=r"tokenized would change .* made from it; pass overwrite=true"):
+        tokenize(qwen_target, tmp_path / "prepared", path, 40, dependents=[tmp_path / "f"])
+    tokenize(qwen_target, tmp_path / "prepared", path, 64, dependents=[tmp_path / "f"])  # the same set: fine
+    with pytest.raises(ValueError, match=r"/f was made with other settings or input \(layer_ids: \[1\] -> \[2\]\)"):
+        build_feature_cache(qwen_target, path, tmp_path / "f", [2], dtype=torch.float32)
+    # ... and a set changed behind the cache's back is not resumed into
+    tokenize(qwen_target, tmp_path / "prepared", path, 40)
+    with pytest.raises(ValueError, match=r"/f was made with other settings or input \(input_sha256: "):
+        build_feature_cache(qwen_target, path, tmp_path / "f", [1], dtype=torch.float32)
+    index = build_feature_cache(qwen_target, path, tmp_path / "f", [1], dtype=torch.float32, overwrite=True)
+    assert index["num_rows"] == len(load_tokenized(path)[0])
+
+
+def test_a_tokenize_that_keeps_no_row_names_the_reason_and_the_fix(tmp_path, tiny_corpus, qwen_target):
+    prepare({"t": LocalFiles(name="t", paths=[str(tiny_corpus)])}, tmp_path / "prepared")
+    with pytest.raises(ValueError) as e:
+        tokenize(qwen_target, tmp_path / "prepared", tmp_path / "tokenized", 8)
+    assert str(e.value).startswith("tokenize kept no row of 6: 6 dropped as no_assistant_tokens (")
+    assert "first at row t/a" in str(e.value) and "raise tokenize.max_length" in str(e.value)
+    assert not (tmp_path / "tokenized").exists()

@@ -187,8 +187,9 @@ def test_resume_redoes_the_validation_due_at_its_checkpoint_over_every_batch(tin
         assert after.losses[step] == pytest.approx(whole.losses[step], rel=1e-6, abs=1e-7), step
 
 
-def _tokenized_set(tmp_path, name="tokenized", first=0, n=12, layer_ids=(1, 3), dtype=torch.float32):
-    """A small tokenized set of rows q{i} / a{i} (i in first..first+n) and its fp32 feature cache."""
+def _tokenized_set(tmp_path, name="tokenized", first=0, n=12, layer_ids=(1, 3), dtype=torch.float32, target=None):
+    """A small tokenized set of rows q{i} / a{i} (i in first..first+n) and its fp32 feature cache, made
+    for `target` (the tiny Qwen3 by default)."""
     import json
 
     from domino_train.data.feature_cache import build_feature_cache
@@ -202,7 +203,7 @@ def _tokenized_set(tmp_path, name="tokenized", first=0, n=12, layer_ids=(1, 3), 
         for i in range(first, first + n)
     ]
     corpus.write_text("\n".join(json.dumps(r) for r in rows))
-    target = tiny_target()
+    target = target or tiny_target()
     prepare({name: LocalFiles(name=name, paths=[str(corpus)])}, tmp_path / f"{name}-prepared")
     tokenize(target, tmp_path / f"{name}-prepared", tmp_path / name, 96)
     build_feature_cache(target, tmp_path / name, tmp_path / f"{name}-features", list(layer_ids), dtype=dtype)
@@ -303,6 +304,25 @@ def test_training_rows_that_share_an_id_with_validation_rows_are_dropped(tmp_pat
     _, datamodule, _ = build(tiny_cfg(*data))
     datamodule.setup()
     assert len(datamodule.train_set) == 6 and datamodule.manifest["validation"]["dropped_from_training"] == 4
+
+
+def test_data_made_for_another_target_is_refused_before_training(tmp_path, tiny_cfg):
+    llama, _ = _tokenized_set(tmp_path, "llama", n=4, target=tiny_target("llama"))  # same vocabulary and template
+    wide, _ = _tokenized_set(tmp_path, "wide", n=4, target=tiny_target(vocab_size=1024))
+    mine, mine_features = _tokenized_set(tmp_path, "mine", n=4)
+    data = ["data=tokenized", "data.val_size=1"]
+    with pytest.raises(
+        ValueError,
+        match=rf"^data set {llama} was made for tiny-llama \(512 tokens, chat template \w+\), not tiny-qwen3 ",
+    ):
+        build(tiny_cfg(*data, f"data.path={llama}"))
+    with pytest.raises(ValueError, match=r"was made for tiny-qwen3 \(1024 tokens, .*\), not tiny-qwen3 \(512 tokens"):
+        build(tiny_cfg(*data, f"data.path={mine}", f"data.val_path={wide}"))
+    llama_features = tmp_path / "llama-features"
+    with pytest.raises(ValueError, match=rf"^feature cache {llama_features} was made by tiny-llama"):
+        build(tiny_cfg(*data, f"data.path={mine}", f"data.features_path={llama_features}"))
+    build(tiny_cfg(*data, f"data.path={mine}", f"data.features_path={mine_features}"))
+    build(tiny_cfg(*data, f"data.path={llama}", "data.check_target=false"))  # the same model under another name
 
 
 def test_distillation_refuses_caches_without_next_ids(tmp_path, tiny_cfg):
