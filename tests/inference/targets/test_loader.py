@@ -8,16 +8,8 @@ from transformers import AutoModelForCausalLM, Gemma2Config
 from inference import load_target, load_target_config, tiny_target
 
 
-def test_a_target_without_sdpa_loads_with_eager_attention(tmp_path):
-    config = Gemma2Config(
-        vocab_size=300,
-        hidden_size=64,
-        intermediate_size=128,
-        num_hidden_layers=4,
-        num_attention_heads=4,
-        num_key_value_heads=2,
-        head_dim=16,
-    )
+def test_a_target_without_sdpa_loads_with_eager_attention(tmp_path, make_tiny_config):
+    config = make_tiny_config(Gemma2Config)
     AutoModelForCausalLM.from_config(config).save_pretrained(tmp_path / "gemma2")
     target = load_target(str(tmp_path / "gemma2"), dtype="float32", device="cpu", mask_token_id=299)
     assert target.model.config._attn_implementation == "eager"  # Gemma 2's softcapping has no SDPA path

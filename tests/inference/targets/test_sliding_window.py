@@ -21,20 +21,9 @@ TARGETS = {  # config class, attention, engine, config fields
 }
 
 
-def _target(name: str) -> TargetModel:
+def _target(name: str, make_config) -> TargetModel:
     config_cls, attention, engine, fields = TARGETS[name]
-    config = config_cls(
-        vocab_size=300,
-        hidden_size=64,
-        intermediate_size=128,
-        num_hidden_layers=4,
-        num_attention_heads=4,
-        num_key_value_heads=2,
-        head_dim=16,
-        sliding_window=WINDOW,
-        max_position_embeddings=512,
-        **fields,
-    )
+    config = make_config(config_cls, sliding_window=WINDOW, **fields)
     config._attn_implementation = attention
     torch.manual_seed(0)
     target = TargetModel(AutoModelForCausalLM.from_config(config), name=f"tiny-{name}", mask_token_id=299)
@@ -51,8 +40,8 @@ def _greedy_without_cache(target: TargetModel, prompt: list[int], n: int) -> lis
 
 
 @pytest.mark.parametrize("name", list(TARGETS))
-def test_every_method_decodes_past_the_window_like_a_full_forward(name, make_drafter):
-    target = _target(name)
+def test_every_method_decodes_past_the_window_like_a_full_forward(name, make_drafter, make_tiny_config):
+    target = _target(name, make_tiny_config)
     assert target.engine == "hf"
     prompt = list(range(5, 17))
     expected = _greedy_without_cache(target, prompt, 3 * WINDOW)
@@ -63,12 +52,13 @@ def test_every_method_decodes_past_the_window_like_a_full_forward(name, make_dra
         assert decoder.generate(prompt, 3 * WINDOW).tokens == expected, method
 
 
-def test_a_tree_mask_is_windowed_for_the_sliding_layers_only():
+def test_a_tree_mask_is_windowed_for_the_sliding_layers_only(make_tiny_config):
     tree = torch.zeros(1, 1, 2, 6)  # two tree nodes after 4 cached entries, both at depth 1 (position 4)
     positions = torch.tensor([[4, 4]])
-    masks = hf_attention_mask(_target("gemma3").config, tree, positions, start=4)
+    masks = hf_attention_mask(_target("gemma3", make_tiny_config).config, tree, positions, start=4)
     assert masks[FULL] is tree
     torch.testing.assert_close(masks[SLIDING], window_mask(tree, positions, 4, WINDOW, tree.dtype))
     windowed = window_mask(None, positions, 4, 2, torch.float32)  # window 2: position 4 sees positions 3 and 4
     assert (windowed[0, 0] == 0).tolist() == [[False, False, False, True, True, True]] * 2
-    assert hf_attention_mask(_target("mistral-on-hf").config, tree, positions, 4).shape == (1, 1, 2, 6)
+    every_layer_slides = _target("mistral-on-hf", make_tiny_config).config
+    assert hf_attention_mask(every_layer_slides, tree, positions, 4).shape == (1, 1, 2, 6)
