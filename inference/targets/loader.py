@@ -107,15 +107,16 @@ def load_target(
         target.chat_template_kwargs = template_kwargs
         return _with_engine(target, precision, engine, prepack, device)
     path = model_folder(spec)
-    try:
-        if torch.device(device).type == "meta":
-            with torch.device("meta"):
-                model = AutoModelForCausalLM.from_config(load_target_config(spec), dtype=dtype)
-        else:
-            attention = None if attn_implementation == "auto" else attn_implementation  # None: transformers' rule
+    if torch.device(device).type == "meta":
+        config = load_target_config(spec)
+        with torch.device("meta"):
+            model = AutoModelForCausalLM.from_config(config, dtype=dtype)
+    else:
+        attention = None if attn_implementation == "auto" else attn_implementation  # None: transformers' rule
+        try:
             model = AutoModelForCausalLM.from_pretrained(path, dtype=dtype, attn_implementation=attention)
-    except (OSError, ValueError) as e:
-        raise _load_error(spec, e) from e
+        except (OSError, ValueError) as e:
+            raise _load_error(spec, e) from e
     try:
         tokenizer = AutoTokenizer.from_pretrained(path)
     except (OSError, ValueError):
