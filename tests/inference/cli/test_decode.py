@@ -1,5 +1,4 @@
 import json
-import logging
 import sys
 from pathlib import Path
 
@@ -27,15 +26,6 @@ def drafter_path(qwen_target, trained_drafter, tmp_path):
 def _cfg(*overrides):
     with initialize_config_dir(config_dir=CONF, version_base="1.3"):
         return compose("decode", overrides=[*QUICK, *overrides])
-
-
-@pytest.fixture
-def restore_logging():
-    """Hydra points the root logger at pytest's captured stderr, which is closed after the test."""
-    root = logging.getLogger()
-    handlers, level = root.handlers[:], root.level
-    yield
-    root.handlers[:], root.level = handlers, level
 
 
 def test_domino_decode_end_to_end(drafter_path, tmp_path, monkeypatch, capsys, restore_logging):
