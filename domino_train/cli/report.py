@@ -16,6 +16,9 @@ import argparse
 import sys
 from pathlib import Path
 
+from omegaconf import OmegaConf
+
+from domino_conf import CONF_DIR
 from domino_train.report.eval_results import attach_eval, drafter_results
 from domino_train.report.local_runs import load_local_runs
 from domino_train.report.plots import X_AXES, plot_by_position, plot_curves, plot_predicted_vs_realised
@@ -35,12 +38,22 @@ def parser() -> argparse.ArgumentParser:
         "--eval", action="append", type=Path, default=[], metavar="RESULTS_JSON", help="domino-decode results"
     )
     p.add_argument("--log-eval", action="store_true", help="log each --eval to W&B as a job_type=eval run")
-    p.add_argument("--out", type=Path, default=Path("artifacts/report"), help="folder for report.md and the PNGs")
+    p.add_argument(
+        "--out",
+        type=Path,
+        help="folder for report.md and the PNGs (default: artifacts/report in $DOMINO_ROOT, else here)",
+    )
     p.add_argument("--title", default="Domino ablations", help="the report's heading")
     p.add_argument(
         "--x", choices=sorted(X_AXES), default="step", help="x-axis of curves.png: steps, blocks seen or minutes"
     )
     return p
+
+
+def default_out() -> Path:
+    """`report/` in the artifacts folder of `conf/paths` (under `$DOMINO_ROOT` when set, as training's runs)."""
+    paths = OmegaConf.create({"paths": OmegaConf.load(Path(CONF_DIR, "paths", "default.yaml"))})
+    return Path(paths.paths.artifacts_dir) / "report"
 
 
 def collect(args: argparse.Namespace) -> tuple[list[RunRecord], list[tuple[Path, RunRecord]]]:
@@ -66,6 +79,7 @@ def main(argv: list[str] | None = None) -> int:
                 print(f"logged {path} to W&B as eval run {log_eval(run, path)}")
     except ReportError as e:
         sys.exit(f"domino-report: {e}")
+    args.out = args.out or default_out()
     variants = group_variants([r for r in runs if r.finished])
     unfinished = unfinished_table(runs)
     args.out.mkdir(parents=True, exist_ok=True)

@@ -12,6 +12,7 @@ from domino_train import CONF_DIR
 from domino_train.run.train import train
 from inference.cli.config_keys import refuse_unknown_keys
 from inference.cli.errors import one_line_errors
+from inference.cli.target_folder import target_folder_overrides
 
 
 @hydra.main(version_base="1.3", config_path=CONF_DIR, config_name="train")
@@ -23,6 +24,7 @@ def _train(cfg: DictConfig) -> float | None:
 
 def main() -> None:
     """The `domino-train` console script: unknown config keys are refused before anything runs."""
+    sys.argv[1:] = target_folder_overrides("domino-train", CONF_DIR, sys.argv[1:])  # before Hydra reads them
     refuse_unknown_keys("domino-train", CONF_DIR, "train", sys.argv[1:])
     _train()
 

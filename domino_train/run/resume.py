@@ -23,8 +23,9 @@ log = logging.getLogger(__name__)
 IDENTITY_FILE = "run_identity.json"
 
 
-class ResumeMismatchError(RuntimeError):
-    """`ckpt_path=auto` found a checkpoint that was trained with another recipe or seed."""
+class ResumeMismatchError(ValueError):
+    """`ckpt_path=auto` found a checkpoint that was trained with another recipe or seed (bad input: the
+    console script ends with its one line, e.g. for a sweep resubmitted with its values reordered)."""
 
 
 def run_identity(cfg: DictConfig) -> dict[str, Any]:

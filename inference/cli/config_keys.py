@@ -140,17 +140,24 @@ def unknown_keys(
     return "; ".join(describe_unknown(k, known) for k in found) or None
 
 
-def refuse_unknown_keys(prog: str, conf_dir: str, config_name: str, argv: Sequence[str]) -> None:
-    """Exit with one line when the command line `argv` adds a key that no part of `prog` reads."""
+def hydra_command(argv: Sequence[str]) -> argparse.Namespace | None:
+    """Hydra's reading of a command line `argv` (overrides, --config-dir, ...); None when it runs no task
+    (--help, --version, ...) or its flags do not parse (Hydra explains its own flags)."""
     parser = get_args_parser()
     parser.exit_on_error = False
     if "--version" in argv:
-        return
+        return None
     try:
         args, _ = parser.parse_known_args(list(argv))
     except (argparse.ArgumentError, SystemExit):
-        return  # Hydra explains its own flags
-    if any(getattr(args, flag, None) for flag in _NOT_COMMANDS):
+        return None
+    return None if any(getattr(args, flag, None) for flag in _NOT_COMMANDS) else args
+
+
+def refuse_unknown_keys(prog: str, conf_dir: str, config_name: str, argv: Sequence[str]) -> None:
+    """Exit with one line when the command line `argv` adds a key that no part of `prog` reads."""
+    args = hydra_command(argv)
+    if args is None:
         return
     found = unknown_keys(conf_dir, args.config_name or config_name, args.overrides, args.config_dir)
     if found:

@@ -27,6 +27,7 @@ from omegaconf import DictConfig, OmegaConf
 from domino_conf import CONF_DIR
 from inference.cli.config_keys import refuse_unknown_keys
 from inference.cli.errors import one_line_errors, refuse_slips
+from inference.cli.target_folder import target_folder_overrides
 from inference.decoding.api import build_decoder
 from inference.decoding.methods import DECODING_METHODS, check_drafter, check_options, method_spec
 from inference.decoding.options import DecodeOptions, TreeOptions
@@ -271,6 +272,7 @@ def _decode(cfg: DictConfig) -> None:
 
 def main() -> None:
     """The `domino-decode` console script."""
+    sys.argv[1:] = target_folder_overrides("domino-decode", CONF_DIR, sys.argv[1:])  # before Hydra reads them
     refuse_slips("domino-decode", sys.argv[1:], SLIPS)
     refuse_unknown_keys("domino-decode", CONF_DIR, "decode", sys.argv[1:])
     _decode()

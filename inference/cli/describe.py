@@ -21,7 +21,7 @@ import torch
 from inference.cli.errors import one_line_errors
 from inference.drafter import DominoDrafter
 from inference.drafter.config import DrafterConfig
-from inference.drafter.layout import DFLASH_ARCHITECTURE, DOMINO_ARCHITECTURE
+from inference.drafter.layout import DFLASH_ARCHITECTURE, DOMINO_ARCHITECTURE, repeated_layers_note
 from inference.drafter.serving import serving_section
 from inference.targets.loader import load_target, load_target_config
 from inference.targets.mask_token import default_mask_token_id
@@ -116,6 +116,8 @@ def main(argv: list[str] | None = None) -> None:
         f"drafter: {config.num_hidden_layers} layers, block {config.block_size}, head {config.head}, "
         f"target_layer_ids {config.target_layer_ids}, mask id {config.mask_token_id}"
     )
+    if note := repeated_layers_note(config.target_layer_ids, config.num_target_layers):
+        print(f"note: {note}")
     print_parameters(drafter)
     if target is None:
         return

@@ -3,7 +3,9 @@
 `one_line_errors(prog)` wraps a Hydra task: a bad-input error (`ValueError`, which includes
 `DrafterCheckpointError`, and `OSError`, which includes a missing file) ends the command with
 `<prog>: error: <message>` and exit status 1 instead of a traceback; `HYDRA_FULL_ERROR=1` keeps the
-traceback, as it does for Hydra's own errors. `refuse_slips` catches overrides that Hydra would answer
+traceback, as it does for Hydra's own errors. Such an error raised by an object Hydra instantiates (a
+target that does not load) arrives wrapped in Hydra's multi-line `InstantiationException`: its own line
+is printed. `refuse_slips` catches overrides that Hydra would answer
 with a misleading hint (`drafter=PATH` -> "use +drafter=PATH", which fails again).
 """
 
@@ -13,6 +15,8 @@ import functools
 import os
 from collections.abc import Callable, Sequence
 from typing import Any, TypeVar
+
+from hydra.errors import InstantiationException
 
 F = TypeVar("F", bound=Callable[..., Any])
 USER_ERRORS: tuple[type[BaseException], ...] = (ValueError, OSError)
@@ -26,10 +30,11 @@ def one_line_errors(prog: str, extra: tuple[type[BaseException], ...] = ()) -> C
         def run(*args: Any, **kwargs: Any) -> Any:
             try:
                 return fn(*args, **kwargs)
-            except (*USER_ERRORS, *extra) as e:
-                if os.environ.get("HYDRA_FULL_ERROR") == "1":
+            except (*USER_ERRORS, *extra, InstantiationException) as e:
+                error = e.__cause__ if isinstance(e, InstantiationException) else e
+                if not isinstance(error, (*USER_ERRORS, *extra)) or os.environ.get("HYDRA_FULL_ERROR") == "1":
                     raise
-                raise SystemExit(f"{prog}: error: {e}") from None
+                raise SystemExit(f"{prog}: error: {error}") from None
 
         return run  # type: ignore[return-value]
 

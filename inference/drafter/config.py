@@ -11,6 +11,7 @@ loads; `layout.public_fields` is the one place that maps them (and the values th
 from __future__ import annotations
 
 import dataclasses
+import logging
 from collections.abc import Mapping
 from dataclasses import dataclass, field
 from typing import Any
@@ -23,8 +24,11 @@ from inference.drafter.layout import (
     default_target_layer_ids,
     draft_vocab_size_of,
     public_fields,
+    repeated_layers_note,
 )
 from inference.targets.mask_token import default_mask_token_id
+
+log = logging.getLogger(__name__)
 
 
 def rope_parameters_of(config: Any) -> dict[str, Any]:
@@ -128,6 +132,10 @@ class DrafterConfig:
         `mask_token_id`); `overrides` may set any other field (e.g. `gru_hidden_dim`, `correction_rank`).
         """
         num_target_layers = hf_config.num_hidden_layers
+        if target_layer_ids is None:
+            target_layer_ids = default_target_layer_ids(num_target_layers, num_draft_layers)
+            if note := repeated_layers_note(target_layer_ids, num_target_layers):
+                log.warning("the default rule: %s", note)
         heads = hf_config.num_attention_heads
         fields = dict(
             hidden_size=hf_config.hidden_size,
@@ -138,11 +146,7 @@ class DrafterConfig:
             head_dim=getattr(hf_config, "head_dim", None) or hf_config.hidden_size // heads,
             vocab_size=hf_config.vocab_size,
             num_target_layers=num_target_layers,
-            target_layer_ids=(
-                list(target_layer_ids)
-                if target_layer_ids is not None
-                else default_target_layer_ids(num_target_layers, num_draft_layers)
-            ),
+            target_layer_ids=list(target_layer_ids),
             mask_token_id=mask_token_id if mask_token_id is not None else default_mask_token_id(hf_config),
             block_size=block_size,
             rms_norm_eps=getattr(hf_config, "rms_norm_eps", 1e-6),

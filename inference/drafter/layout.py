@@ -5,6 +5,7 @@ to `DrafterConfig`'s fields (`public_fields`). Writing the layout is `DrafterCon
 from __future__ import annotations
 
 import json
+from collections import Counter
 from types import SimpleNamespace
 from typing import Any
 
@@ -30,6 +31,22 @@ def default_target_layer_ids(num_target_layers: int, num_draft_layers: int) -> l
         return [num_target_layers // 2]
     span = num_target_layers - 4
     return [int(round(1 + j * span / (num_draft_layers - 1))) for j in range(num_draft_layers)]
+
+
+def repeated_layers_note(layer_ids: list[int], num_target_layers: int) -> str | None:
+    """One line when `layer_ids` read a target layer more than once, else None. The default rule does so on
+    shallow targets (5 ids over 4 layers are [1, 1, 1, 1, 1]): the drafter then takes the same features
+    several times, a wider `fc` that learns nothing more. Kept (the rule is what public readers imply for a
+    config without ids), but said."""
+    repeats = {i: n for i, n in Counter(layer_ids).items() if n > 1}
+    if not repeats:
+        return None
+    shown = ", ".join(f"layer {i} x{n}" for i, n in sorted(repeats.items()))
+    return (
+        f"target_layer_ids {list(layer_ids)} read the same target layer more than once ({shown}) of a "
+        f"{num_target_layers}-layer target: the drafter takes those features repeatedly; give fewer draft "
+        "layers or distinct target_layer_ids"
+    )
 
 
 # How a public drafter config.json maps to DrafterConfig: the one place that decides it.

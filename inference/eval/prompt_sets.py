@@ -17,6 +17,7 @@ from __future__ import annotations
 import gzip
 import importlib.util
 import json
+import reprlib
 from collections.abc import Callable, Mapping
 from dataclasses import dataclass
 from pathlib import Path
@@ -50,27 +51,52 @@ class BenchmarkSet:
         field = next((f for f in self.fields if row.get(f) not in (None, "")), None)
         if field is None:
             raise ValueError(f"{self.name} row {index} has none of the fields {list(self.fields)}: {sorted(row)}")
-        value = row[field]
-        turns = list(value) if isinstance(value, (list, tuple)) else [str(value)]
-        if turns and all(isinstance(t, Mapping) for t in turns):
-            turns = user_turns(turns)
-            if not turns:
-                raise ValueError(f"{self.name} row {index}: its conversation has no user turn")
+        rid = next((row[k] for k in ("question_id", "task_id", "id", "instance_id", "unique_id") if k in row), index)
+        turns = prompt_turns(row[field], f"{self.name} row {index} (id {rid}) field {field!r}")
         if self.name == "alpaca" and row.get("input"):
             turns[0] = f"{turns[0]}\n\n{row['input']}"
         turns[0] = f"{self.prefix}{turns[0]}{self.suffix}"
-        rid = next((row[k] for k in ("question_id", "task_id", "id", "instance_id", "unique_id") if k in row), index)
         return BenchmarkPrompt(id=str(rid), turns=tuple(turns))
 
 
-def user_turns(conversation: list[Mapping[str, Any]]) -> list[str]:
+def prompt_turns(value: Any, where: str) -> list[str]:
+    """The user turns a row's prompt field holds: a string, a list of strings, or a conversation (chat
+    messages). Anything else is refused, naming the row (`where`): a number or a dict made into text would
+    be a prompt nobody wrote."""
+    items = list(value) if isinstance(value, (list, tuple)) else None
+    if isinstance(value, str):
+        return [value]
+    if items and all(isinstance(t, str) for t in items):
+        return items
+    if items and all(isinstance(t, Mapping) for t in items):
+        turns = user_turns(items, where)
+        if not turns:
+            raise ValueError(f"{where}: its conversation has no user turn")
+        return turns
+    raise ValueError(
+        f"{where} holds {_shown(value)}, not text: a prompt is a string, a list of strings (turns) or a list "
+        "of chat messages; fix or remove that row"
+    )
+
+
+def user_turns(conversation: list[Mapping[str, Any]], where: str = "a conversation") -> list[str]:
     """The user messages of a conversation, in order: `{"role": "user", "content": ...}` (chat format, what
-    `domino-data` prepares) or `{"from": "human", "value": ...}` (ShareGPT's own)."""
-    return [
-        str(m.get("content", m.get("value", "")))
-        for m in conversation
-        if str(m.get("role", m.get("from", ""))).lower() in ("user", "human")
-    ]
+    `domino-data` prepares) or `{"from": "human", "value": ...}` (ShareGPT's own); a message whose text is
+    not a string is refused, naming it."""
+    turns = []
+    for i, m in enumerate(conversation):
+        if str(m.get("role", m.get("from", ""))).lower() not in ("user", "human"):
+            continue
+        text = m.get("content", m.get("value", ""))
+        if not isinstance(text, str):
+            raise ValueError(f"{where} message {i} holds {_shown(text)}, not text; fix or remove that row")
+        turns.append(text)
+    return turns
+
+
+def _shown(value: Any) -> str:
+    """`{'a': 1} (dict)`: a short repr of a value and its type, for one-line errors."""
+    return f"{reprlib.repr(value)} ({type(value).__name__})"
 
 
 def _package_file(package: str, *parts: str) -> Path:

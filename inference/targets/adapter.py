@@ -9,7 +9,8 @@ What decoding and training need from the target, and nothing else:
   `DynamicCache` with in-place growing layers (`kv_cache.py`). `new_cache` gives the engine's kind and
   every other call dispatches on the cache it is handed;
 - a forward over a token tree: explicit position ids plus an additive 4-D mask (built by
-  `inference.decoding.tree.draft_tree.tree_attention_mask` from the tree's visibility).
+  `inference.decoding.tree.draft_tree.tree_attention_mask` from the tree's visibility), windowed for
+  sliding-window layers (`sliding_window.py`), whose cache entries are all kept.
 The calls work with transformers 5.x both before and after `past_key_values` was renamed `cache`.
 """
 
@@ -25,6 +26,7 @@ from transformers import DynamicCache
 
 from inference.targets import kv_cache
 from inference.targets.mask_token import choose_mask_token_id, default_mask_token_id
+from inference.targets.sliding_window import hf_attention_mask
 from inference.targets.static_cache import StaticKVCache
 
 
@@ -166,6 +168,11 @@ class TargetModel:
                 captured[lid] = out[0] if isinstance(out, tuple) else out
 
             handles.append(self.layers[lid].register_forward_hook(hook))
+        if attention_mask is not None and attention_mask.dim() == 4:
+            start = 0 if cache is None else kv_cache.cache_length(cache)
+            if position_ids is None:
+                position_ids = torch.arange(start, start + input_ids.shape[1], device=input_ids.device).unsqueeze(0)
+            attention_mask = hf_attention_mask(self.config, attention_mask, position_ids, start)
         kwargs: dict[str, Any] = {"use_cache": cache is not None}
         if cache is not None:
             kwargs[self._cache_kwarg] = cache

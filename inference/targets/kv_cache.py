@@ -9,13 +9,18 @@ much as reading the model's weights. This layer keeps K/V in buffers with spare 
 full) and exposes `keys` / `values` as views of the filled part, so an append writes only the new
 entries. Cropping and compaction (`crop_cache` / `compact_cache`) keep working: they slice or write those
 views in place, and the next append continues after the current length.
+
+Sliding-window layers get the same layer: transformers' `DynamicSlidingWindowLayer` drops the entries
+that leave the window, so it cannot be cropped back past them and compaction would index it by absolute
+position. Keeping every entry and masking by position (`sliding_window.py`) gives the window's attention
+with the full layers' crop and compaction.
 """
 
 from __future__ import annotations
 
 import torch
 from transformers import DynamicCache
-from transformers.cache_utils import DynamicLayer
+from transformers.cache_utils import DynamicLayer, DynamicSlidingWindowLayer
 
 MIN_CAPACITY = 256
 
@@ -57,9 +62,11 @@ class GrowingKVLayer(DynamicLayer):
 
 
 def new_cache(config: object) -> DynamicCache:
-    """A KV cache for a model of HF config `config` whose full-attention layers are `GrowingKVLayer`s."""
+    """A KV cache for a model of HF config `config` whose attention layers, full and sliding, are
+    `GrowingKVLayer`s that keep every entry (other kinds of layer stay transformers')."""
     cache = DynamicCache(config=config)
-    cache.layers = [GrowingKVLayer() if type(layer) is DynamicLayer else layer for layer in cache.layers]
+    growing = (DynamicLayer, DynamicSlidingWindowLayer)
+    cache.layers = [GrowingKVLayer() if type(layer) in growing else layer for layer in cache.layers]
     return cache
 
 

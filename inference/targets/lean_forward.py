@@ -14,9 +14,9 @@ machine's table picked (`inference.kernels`), or plain `F.linear` when kernels a
 
 Supported: decoder-only Llama-family models whose layers all attend alike (Llama, Mistral, Qwen2, Qwen3 with
 its q/k norms), SiLU-gated MLPs, rotary positions of any HF rope type. A sliding window shared by every
-layer (Mistral's `sliding_window`) is a mask by position: a query at position p sees the keys at
-positions > p - window. The cache keeps every entry, so crop and tree compaction work as with full
-attention, and a tree node sees exactly what `ar` sees at its position.
+layer (Mistral's `sliding_window`) is a mask by position (`sliding_window.py`): a query at position p
+sees the keys at positions > p - window. The cache keeps every entry, so crop and tree compaction work as
+with full attention, and a tree node sees exactly what `ar` sees at its position.
 `lean_unavailable_reason` names what stops any other model, which then runs on HF's forward.
 """
 
@@ -29,6 +29,7 @@ import torch
 import torch.nn.functional as F
 from torch import nn
 
+from inference.targets.sliding_window import FULL, SLIDING, layer_kinds, sliding_window, window_mask
 from inference.targets.static_cache import StaticKVCache
 
 LEAN_MODEL_TYPES = ("llama", "mistral", "qwen2", "qwen3")
@@ -40,8 +41,8 @@ def lean_unavailable_reason(model: nn.Module) -> str | None:
     cfg = model.config
     if cfg.model_type not in LEAN_MODEL_TYPES:
         return f"model type {cfg.model_type!r} is not one of {', '.join(LEAN_MODEL_TYPES)}"
-    kinds = set(getattr(cfg, "layer_types", None) or [])
-    if len(kinds) > 1 or not kinds <= {"full_attention", "sliding_attention"}:
+    kinds = layer_kinds(cfg)
+    if len(kinds) > 1 or not kinds <= {FULL, SLIDING}:
         return f"layers of types {sorted(kinds)} (every layer must attend alike: all full or all sliding)"
     if getattr(cfg, "hidden_act", "silu") != "silu":
         return f"MLP activation {cfg.hidden_act!r} (only silu)"
@@ -61,15 +62,6 @@ def lean_unavailable_reason(model: nn.Module) -> str | None:
     if type(model.get_output_embeddings()) is not nn.Linear:
         return "the lm_head is not an nn.Linear"
     return None
-
-
-def sliding_window(config: object) -> int | None:
-    """The window every layer attends within, or None for full attention."""
-    kinds = set(getattr(config, "layer_types", None) or [])
-    window = getattr(config, "sliding_window", None)
-    if kinds == {"full_attention"} or not window or not getattr(config, "use_sliding_window", True):
-        return None
-    return int(window)
 
 
 def forward_linears(config: object) -> list[tuple[tuple[int, int], bool, int]] | None:
@@ -263,7 +255,7 @@ class LeanForward:
         q = position_ids.shape[1]
         mask = self._mask(attention_mask, b, q, start, dtype, position_ids.device)
         if self.window is not None and start + q > self.window:
-            mask = self._windowed(mask, position_ids, start, dtype)
+            mask = window_mask(mask, position_ids, start, self.window, dtype)
         return mask
 
     @staticmethod
@@ -284,20 +276,6 @@ class LeanForward:
             allowed = allowed & attention_mask.bool().view(b, 1, 1, total)
         mask = torch.zeros(allowed.shape, dtype=dtype, device=device)
         return mask.masked_fill_(~allowed, torch.finfo(dtype).min)
-
-    def _windowed(
-        self, mask: torch.Tensor | None, position_ids: torch.Tensor, start: int, dtype: torch.dtype
-    ) -> torch.Tensor:
-        """`mask` with every key at a position <= the query's - window masked out. The cached entries'
-        positions are their indices (the cache holds the committed prefix in order); the new entries'
-        are `position_ids` (a tree node's depth, not its index)."""
-        b, q = position_ids.shape
-        cached = torch.arange(start, device=position_ids.device).expand(b, start)
-        keys = torch.cat([cached, position_ids], dim=1)  # [b, total]
-        outside = keys.unsqueeze(1) <= position_ids.unsqueeze(2) - self.window  # [b, q, total]
-        total = start + q
-        base = torch.zeros(b, 1, q, total, dtype=dtype, device=keys.device) if mask is None else mask
-        return base.expand(b, 1, q, total).masked_fill(outside.unsqueeze(1), torch.finfo(dtype).min)
 
 
 def _bias(linear: nn.Linear) -> torch.Tensor | None:

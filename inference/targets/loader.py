@@ -26,12 +26,19 @@ BUILTIN_SPECS = ("smollm2", *TINY_SPECS)
 KNOWN_CONFIGS = {"Qwen/Qwen3-8B": "Qwen3-8B.json", "Qwen/Qwen3-4B": "Qwen3-4B.json"}
 
 
-def _not_found(spec: str, err: Exception) -> ValueError:
-    return ValueError(
-        f"target {spec!r} is neither a built-in ({', '.join(BUILTIN_SPECS)}), an existing local folder, "
-        f"nor a hub id that can be reached from here ({type(err).__name__}: {err}). Pass a folder with "
-        "config.json + weights, or run once with network access so the hub cache holds it."
-    )
+def _load_error(spec: str, err: Exception) -> ValueError:
+    """One line saying why `spec` did not load: "not found" only where nothing answers to the name (no
+    built-in, no local folder, no reachable hub id); an existing folder or a reachable id says what failed."""
+    cause = f"{type(err).__name__}: {' '.join(str(err).split())}"
+    if Path(spec).expanduser().exists():
+        return ValueError(f"target {spec!r}: the local folder does not load as a Hugging Face causal LM ({cause})")
+    if isinstance(err, OSError):
+        return ValueError(
+            f"target {spec!r} is neither a built-in ({', '.join(BUILTIN_SPECS)}), an existing local folder, "
+            f"nor a hub id that can be reached from here ({cause}). Pass a folder with config.json + weights, "
+            "or run once with network access so the hub cache holds it."
+        )
+    return ValueError(f"target {spec!r} does not load ({cause})")
 
 
 def load_target_config(spec: str) -> Any:
@@ -56,7 +63,7 @@ def load_target_config(spec: str) -> Any:
     try:
         return AutoConfig.from_pretrained(spec)
     except (OSError, ValueError) as e:
-        raise _not_found(spec, e) from e
+        raise _load_error(spec, e) from e
 
 
 def load_target(
@@ -64,7 +71,7 @@ def load_target(
     dtype: PrecisionChoice | torch.dtype | str | None = "auto",
     device: torch.device | str | None = None,
     mask_token_id: int | None = None,
-    attn_implementation: str = "sdpa",
+    attn_implementation: str | None = "auto",
     chat_template_kwargs: dict[str, Any] | None = None,
     prepack: bool | str = "auto",
     engine: str = "auto",
@@ -77,6 +84,8 @@ def load_target(
     `device="meta"` loads no weights: the tokenizer, chat template and config only (for tokenizing, or
     for talking to a remote server that runs the model).
     `chat_template_kwargs` (e.g. `{"enable_thinking": False}`) apply to every prompt rendered for it.
+    `attn_implementation` is HF's (sdpa, eager, ...); auto = SDPA where the model supports it, else eager
+    (Gemma 2's softcapping has no SDPA path).
     `engine` (auto, lean, graphed, hf) picks the forward decoding runs (`inference.targets.engine`: the
     lean layer loop on a static cache where the model allows, its steps CUDA-graphed on a GPU, else
     HF's). `prepack` picks the linears' kernels: auto = the fastest measured on this machine per shape
@@ -98,14 +107,16 @@ def load_target(
         target.chat_template_kwargs = template_kwargs
         return _with_engine(target, precision, engine, prepack, device)
     path = model_folder(spec)
-    try:
-        if torch.device(device).type == "meta":
-            with torch.device("meta"):
-                model = AutoModelForCausalLM.from_config(load_target_config(spec), dtype=dtype)
-        else:
-            model = AutoModelForCausalLM.from_pretrained(path, dtype=dtype, attn_implementation=attn_implementation)
-    except (OSError, ValueError) as e:
-        raise _not_found(spec, e) from e
+    if torch.device(device).type == "meta":
+        config = load_target_config(spec)
+        with torch.device("meta"):
+            model = AutoModelForCausalLM.from_config(config, dtype=dtype)
+    else:
+        attention = None if attn_implementation == "auto" else attn_implementation  # None: transformers' rule
+        try:
+            model = AutoModelForCausalLM.from_pretrained(path, dtype=dtype, attn_implementation=attention)
+        except (OSError, ValueError) as e:
+            raise _load_error(spec, e) from e
     try:
         tokenizer = AutoTokenizer.from_pretrained(path)
     except (OSError, ValueError):

@@ -6,9 +6,11 @@ from pathlib import Path
 
 import pytest
 import torch
+from hydra.core.global_hydra import GlobalHydra
 from hydra.errors import ConfigCompositionException
 
 from domino_train import CONF_DIR
+from domino_train.cli import train as cli
 from domino_train.run.train import drafter_config
 from inference import DominoDrafter, load_target
 
@@ -82,3 +84,15 @@ def test_print_config_without_gpu_or_weights():
     )
     assert out.returncode == 0, out.stderr
     assert "spec: Qwen/Qwen3-8B" in out.stdout and "stage: 2" in out.stdout
+
+
+def test_domino_train_takes_target_equals_a_folder(tmp_path, monkeypatch):
+    """`target=<folder>` is `target.spec=<folder>` on the experiment's target config (README: Training)."""
+    composed = []
+    monkeypatch.setattr(cli, "train", lambda cfg: composed.append(cfg) or {})
+    monkeypatch.setattr(
+        sys, "argv", ["domino-train", "experiment=tiny", f"target={tmp_path}", f"paths.root_dir={tmp_path}"]
+    )
+    GlobalHydra.instance().clear()
+    cli.main()
+    assert composed[0].target.spec == str(tmp_path) and composed[0].target.dtype == "float32"  # tiny's own knobs

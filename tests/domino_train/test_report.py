@@ -216,3 +216,10 @@ def test_a_run_that_failed_is_listed_under_the_table_with_its_state(runs, tmp_pa
     assert out.count("| tiny (drafter.head=") == 2  # the finished runs alone make the table
     assert f"| {crashed} | FAILED | - |" in (tmp_path / "out" / "report.md").read_text()
     assert json.loads((runs / "tiny" / "domino" / "status.json").read_text())["state"] == "COMPLETED"
+
+
+def test_the_report_goes_under_domino_root_by_default(runs, tmp_path, monkeypatch, capsys):
+    monkeypatch.setenv("DOMINO_ROOT", str(tmp_path))
+    assert main([str(runs)]) == 0
+    assert (tmp_path / "artifacts" / "report" / "report.md").is_file()
+    assert f"report: {tmp_path / 'artifacts' / 'report' / 'report.md'}" in capsys.readouterr().out

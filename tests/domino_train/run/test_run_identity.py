@@ -3,7 +3,9 @@
 import json
 
 import pytest
+import torch
 
+from domino_train.cli.train import _train as train_task
 from domino_train.run.resolvers import default_run_id, gpus_per_node, run_key
 from domino_train.run.resume import IDENTITY_FILE, ResumeMismatchError, record_identity, resolve_ckpt_path
 from domino_train.run.variant import variant_config, variant_tags
@@ -76,3 +78,17 @@ def test_ckpt_path_auto_resumes_the_same_recipe_only(tiny_cfg, tmp_path):
     assert resolve_ckpt_path(tiny_cfg("seed=1", "ckpt_path=last")) == "last"  # explicit: no guard
     assert resolve_ckpt_path(tiny_cfg("ckpt_path=null")) is None
     assert json.loads((tmp_path / "run" / IDENTITY_FILE).read_text())["seed"] == 0
+
+
+def test_a_run_folder_of_another_recipe_ends_domino_train_in_one_line(tiny_cfg, tmp_path, monkeypatch):
+    """A sweep resubmitted with its values reordered hands a job another job's folder: one line, no traceback."""
+    record_identity(tiny_cfg())
+    last = tmp_path / "run" / "checkpoints" / "last.ckpt"
+    last.parent.mkdir(parents=True)
+    torch.save({"global_step": 1, "state_dict": {}}, last)
+    monkeypatch.delenv("HYDRA_FULL_ERROR", raising=False)
+    with pytest.raises(SystemExit) as stop:
+        train_task(tiny_cfg("train.causal_input=ttt"))  # the console script's task, given its config
+    message = str(stop.value.code)
+    assert message.startswith("domino-train: error: ") and "was started with another recipe" in message
+    assert "\n" not in message

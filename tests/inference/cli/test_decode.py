@@ -1,11 +1,11 @@
 import json
-import logging
 import sys
 from pathlib import Path
 
 import pytest
 import torch
 from hydra import compose, initialize_config_dir
+from hydra.core.global_hydra import GlobalHydra
 from omegaconf import OmegaConf
 
 from domino_conf import CONF_DIR
@@ -27,15 +27,6 @@ def drafter_path(qwen_target, trained_drafter, tmp_path):
 def _cfg(*overrides):
     with initialize_config_dir(config_dir=CONF, version_base="1.3"):
         return compose("decode", overrides=[*QUICK, *overrides])
-
-
-@pytest.fixture
-def restore_logging():
-    """Hydra points the root logger at pytest's captured stderr, which is closed after the test."""
-    root = logging.getLogger()
-    handlers, level = root.handlers[:], root.level
-    yield
-    root.handlers[:], root.level = handlers, level
 
 
 def test_domino_decode_end_to_end(drafter_path, tmp_path, monkeypatch, capsys, restore_logging):
@@ -195,8 +186,8 @@ def test_the_presets_validation_set_resolves_its_data_folder(tmp_path, monkeypat
     folder.mkdir(parents=True)
     row = {"id": "v0", "conversations": [{"role": "user", "content": "Name a colour."}]}
     (folder / "shard-00000.jsonl").write_text(json.dumps(row) + "\n")
-    raw = OmegaConf.to_container(preset.bench_data)["sharegpt"]  # still the interpolation, as decode gets it
-    cfg = _cfg(f"bench_data.sharegpt={raw}", "bench=[sharegpt:1]", "bench_hub=false", "methods=[ar]")
+    cfg = _cfg("preset=smollm2", "bench=[sharegpt:1]", "bench_hub=false", "methods=[ar]")
+    assert "${oc.env:DOMINO_DATA" in OmegaConf.to_container(cfg.bench_data)["sharegpt"]  # resolved as decode runs
     report = decode.run(cfg, tmp_path / "run")
     assert report["results"]["sharegpt"]["ar"]["num_prompts"] == 1
 
@@ -265,3 +256,18 @@ def test_a_stopped_run_resumes_without_redoing_finished_prompts(drafter_path, tm
 def _rows(run_dir):
     with open(run_dir / "generations.jsonl") as f:
         return [json.loads(line) for line in f]
+
+
+def test_runs_go_under_domino_root_when_it_is_set(tmp_path, monkeypatch, restore_logging):
+    """As training's runs (conf/paths): the run folder and the preset's data folder follow $DOMINO_ROOT."""
+    run_dirs = []
+    monkeypatch.setattr(decode, "run", lambda cfg, out_dir: run_dirs.append(out_dir))
+    monkeypatch.setattr(sys, "argv", ["domino-decode", *QUICK, "methods=[ar]"])
+    monkeypatch.setenv("DOMINO_ROOT", str(tmp_path))
+    monkeypatch.delenv("DOMINO_DATA", raising=False)
+    GlobalHydra.instance().clear()
+    decode.main()
+    assert run_dirs[0].parent == tmp_path / "artifacts" / "runs" / "decode"
+    with initialize_config_dir(config_dir=CONF, version_base="1.3"):
+        preset = compose("decode", overrides=["preset=smollm2"])
+    assert Path(preset.bench_data.sharegpt) == tmp_path / "artifacts" / "data" / "smollm2-val" / "prepared"

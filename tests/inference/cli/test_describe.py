@@ -3,6 +3,7 @@ from pathlib import Path
 
 import pytest
 
+from inference import tiny_target
 from inference.cli.describe import main
 from inference.drafter.serving import serving_section
 from inference.targets.loader import load_target
@@ -37,3 +38,13 @@ def test_every_builtin_describes_without_loading_weights(spec, capsys):
     out = capsys.readouterr().out
     mask = load_target(spec, device="meta").mask_token_id
     assert f"target {spec}: " in out and f"mask id {mask}" in out and "head total" in out
+
+
+def test_describe_says_when_the_default_layer_ids_repeat_a_layer(tmp_path, capsys):
+    shallow = tiny_target("llama", num_layers=4)
+    shallow.model.save_pretrained(tmp_path)
+    shallow.tokenizer.save_pretrained(tmp_path)
+    main([str(tmp_path)])
+    out = capsys.readouterr().out
+    assert "target_layer_ids [1, 1, 1, 1, 1]" in out
+    assert "note: target_layer_ids [1, 1, 1, 1, 1] read the same target layer more than once (layer 1 x5)" in out

@@ -1,8 +1,11 @@
+import logging
+
 import pytest
 import torch
 
 from inference import DominoDrafter, DrafterConfig, default_target_layer_ids, load_target_config
 from inference.targets.mask_token import QWEN3_MASK_TOKEN_ID
+from inference.targets.tiny import tiny_target_config
 
 
 def count(module):
@@ -86,3 +89,15 @@ def test_invalid_configs_are_rejected(kwargs, message):
 def test_non_qwen_target_needs_an_explicit_mask_id():
     with pytest.raises(ValueError, match="pass mask_token_id"):
         DrafterConfig.from_target_config(load_target_config("tiny-llama"))
+
+
+def test_the_default_rule_repeating_a_layer_is_said(caplog):
+    """5 draft layers over a 4-layer target: the rule gives [1, 1, 1, 1, 1]; kept, with a warning."""
+    shallow = tiny_target_config("llama", num_layers=4)
+    with caplog.at_level(logging.WARNING):
+        config = DrafterConfig.from_target_config(shallow, num_draft_layers=5, mask_token_id=500)
+    assert config.target_layer_ids == [1, 1, 1, 1, 1]
+    assert "[1, 1, 1, 1, 1] read the same target layer more than once (layer 1 x5) of a 4-layer target" in caplog.text
+    caplog.clear()
+    DrafterConfig.from_target_config(tiny_target_config("llama"), num_draft_layers=2, mask_token_id=500)  # [1, 3]
+    assert "more than once" not in caplog.text

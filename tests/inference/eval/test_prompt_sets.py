@@ -59,7 +59,7 @@ def test_sharegpt_conversations_give_their_user_turns_from_every_shard(tmp_path)
     _, prompts = load_benchmark("sharegpt", {"sharegpt": str(folder)}, allow_hub=False)
     assert [(p.id, p.turns) for p in prompts] == [("a", ("Hi?", "Bye?")), ("b", ("Why?",))]
     (folder / "shard-00002.jsonl").write_text(json.dumps({"id": "c", "conversations": native[1:]}) + "\n")
-    with pytest.raises(ValueError, match="sharegpt row 2: its conversation has no user turn"):
+    with pytest.raises(ValueError, match=r"sharegpt row 2 \(id c\) .*: its conversation has no user turn"):
         load_benchmark("sharegpt", {"sharegpt": str(folder)}, allow_hub=False)
 
 
@@ -83,3 +83,22 @@ def test_a_local_copy_without_prompts_is_refused_naming_the_file(tmp_path, conte
     path.write_text(content)
     with pytest.raises(BenchmarkUnavailableError, match=f"bench_data.gsm8k={path} holds no prompts"):
         load_benchmark("gsm8k", {"gsm8k": str(path)}, allow_hub=False)
+
+
+@pytest.mark.parametrize(
+    ("name", "row", "shown"),
+    [
+        ("gsm8k", {"question": 1234}, "holds 1234 (int), not text"),
+        ("gsm8k", {"question": {"text": "What?"}}, "holds {'text': 'What?'} (dict), not text"),
+        ("mt-bench", {"question_id": 7, "turns": ["First?", 2]}, "holds ['First?', 2] (list), not text"),
+        ("sharegpt", {"conversations": [{"role": "user", "content": None}]}, "message 0 holds None (NoneType)"),
+    ],
+)
+def test_a_prompt_that_is_not_text_is_refused_naming_its_row(tmp_path, name, row, shown):
+    rows = [{**row, "question": "Fine?", "turns": ["Fine?"], "conversations": [{"role": "user", "content": "?"}]}]
+    rows.append(row)
+    (tmp_path / "set.jsonl").write_text("\n".join(json.dumps(r) for r in rows))
+    with pytest.raises(ValueError) as info:
+        load_benchmark(name, {name: str(tmp_path / "set.jsonl")}, allow_hub=False)
+    message = str(info.value)
+    assert message.startswith(f"{name} row 1 (id ") and shown in message and "\n" not in message, message

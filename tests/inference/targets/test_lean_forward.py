@@ -132,8 +132,7 @@ def _mistral(window: int):
 
 
 def test_a_sliding_window_target_decodes_past_its_window_like_hf(make_drafter):
-    """Every method on the lean engine emits HF's eager `ar` tokens, 30 tokens past an 8-token window (on
-    HF's own cache the speculative methods cannot crop a sliding layer)."""
+    """Every method on the lean engine emits HF's eager `ar` tokens, 30 tokens past an 8-token window."""
     eager, lean = _mistral(8), install_engine(_mistral(8), engine="lean", prepack=False)
     assert lean.lean.window == 8
     ids = _ids(20, 7)
