@@ -1,6 +1,8 @@
-"""End-to-end training on the tiny experiment: export, resume, checkpoints, strategies, offline features."""
+"""End-to-end training on the tiny experiment: export, resume, checkpoints, strategies, offline features, and
+the optimizer steps an epoch takes."""
 
 import json
+import re
 import shutil
 from pathlib import Path
 
@@ -10,7 +12,9 @@ from lightning.pytorch.callbacks import Callback
 
 from domino_train.cli.export import main as export_main
 from domino_train.export.folder import export_checkpoint
+from domino_train.method.module import NoOptimizerStepError
 from domino_train.run.resume import resolve_ckpt_path
+from domino_train.run.status import read_status
 from domino_train.run.train import build, train
 from inference import DominoDrafter, tiny_target
 from inference.drafter.serving import serving_line, serving_section
@@ -345,3 +349,42 @@ def test_deepspeed_zero_on_cpu_and_export_from_the_zero_directory(stage, tiny_cf
     at_end = DominoDrafter.from_pretrained(Path(tmp_path / "run" / "export"))
     for (k, a), b in zip(at_end.state_dict().items(), from_zero.state_dict().values(), strict=True):
         assert torch.equal(a, b), k
+
+
+def _card_step(export: Path) -> int:
+    return int(re.search(r"^- step: (\d+)$", (export / "README.md").read_text(), re.M).group(1))
+
+
+def test_an_epoch_steps_on_whole_accumulations_only(tiny_cfg, tmp_path):
+    # 80 training rows / batch 4 = 20 batches an epoch; accumulating 3, the last 2 are left out: 6 steps an
+    # epoch, as under DeepSpeed (test_every_strategy_takes_the_same_steps), not Lightning's 7th of 2 batches
+    cfg = tiny_cfg("trainer.accumulate_grad_batches=3", "trainer.max_steps=-1", "trainer.max_epochs=2")
+    _module, trainer = _fit(cfg)
+    assert trainer.global_step == 12 and trainer.num_training_batches == 18
+
+
+def test_an_accumulation_longer_than_an_epoch_is_refused_before_training(tiny_cfg, tmp_path):
+    with pytest.raises(ValueError, match=r"accumulate_grad_batches=32 is more than the 20 batches an epoch holds"):
+        train(tiny_cfg("trainer.accumulate_grad_batches=32"))
+    assert not (tmp_path / "run" / "export").exists() and read_status(tmp_path / "run")["state"] == "FAILED"
+
+
+def test_a_run_that_takes_no_optimizer_step_fails_and_exports_nothing(tiny_cfg, tmp_path):
+    with pytest.raises(NoOptimizerStepError, match="without an optimizer step"):
+        train(tiny_cfg("trainer.max_steps=0"))
+    assert not (tmp_path / "run" / "export").exists() and read_status(tmp_path / "run")["state"] == "FAILED"
+
+
+@pytest.mark.slow
+@pytest.mark.parametrize("strategy", ["ddp_spawn", "deepspeed_stage_2"])
+def test_every_strategy_takes_the_same_steps(strategy, tiny_cfg, tmp_path):
+    # 2 workers x 10 batches an epoch, accumulating 3: 3 steps an epoch (before: ddp 4, DeepSpeed 3)
+    cfg = tiny_cfg(
+        f"strategy={strategy}",
+        "trainer.devices=2",
+        "trainer.accumulate_grad_batches=3",
+        "trainer.max_steps=-1",
+        "trainer.max_epochs=2",
+    )
+    train(cfg)
+    assert _card_step(tmp_path / "run" / "export") == 6
