@@ -265,3 +265,21 @@ def test_a_stopped_run_resumes_without_redoing_finished_prompts(drafter_path, tm
 def _rows(run_dir):
     with open(run_dir / "generations.jsonl") as f:
         return [json.loads(line) for line in f]
+
+
+def test_ctrl_c_ends_in_one_line_with_the_command_that_resumes_the_run(tmp_path, monkeypatch, capsys, restore_logging):
+    def interrupted(cfg, out_dir):
+        raise KeyboardInterrupt
+
+    monkeypatch.setattr(decode, "run", interrupted)
+    monkeypatch.delenv("HYDRA_FULL_ERROR", raising=False)
+    run_dir = tmp_path / "run dir"
+    monkeypatch.setattr(sys, "argv", ["domino-decode", *QUICK, f"hydra.run.dir={run_dir}"])
+    with pytest.raises((SystemExit, KeyboardInterrupt)) as stop:  # an interrupt let through fails, not aborts
+        decode.main()
+    assert getattr(stop.value, "code", None) == 130
+    out, err = capsys.readouterr()
+    assert f"run folder: {run_dir}" in out + err  # said at the start
+    assert err.splitlines()[-1] == (  # one line, the run folder's override once, quoted for the shell
+        f"domino-decode: interrupted; resume with: domino-decode {' '.join(QUICK)} 'hydra.run.dir={run_dir}'"
+    )
