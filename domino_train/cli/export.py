@@ -3,9 +3,11 @@
 CKPT is a Lightning `.ckpt` file or a DeepSpeed ZeRO-2/3 checkpoint directory (which Lightning also
 names `*.ckpt`); both carry the drafter's `config.json` and the data manifest (`on_save_checkpoint`).
 Every drafter weight must be present: a checkpoint that lost part of the drafter is refused, never
-exported with random weights. The export prints one line saying which serving stacks can load the drafter
-(the model card's Serving section says the same). `domino-export --serving-section FOLDER` rewrites only
-that section of an existing drafter folder's README.md from its config.json (weights untouched).
+exported with random weights. OUT must be new, empty or an earlier export (which is replaced); any other
+folder (a target model's, say) is refused unless `--force`. The export prints one line saying which serving
+stacks can load the drafter (the model card's Serving section says the same). `domino-export
+--serving-section FOLDER` rewrites only that section of an existing drafter folder's README.md from its
+config.json (weights untouched).
 """
 
 from __future__ import annotations
@@ -29,6 +31,9 @@ def main(argv: list[str] | None = None) -> None:
     parser.add_argument("out", nargs="?", help="the drafter folder to write (config.json + model.safetensors)")
     parser.add_argument("--dtype", default="bfloat16", choices=["bfloat16", "float16", "float32"])
     parser.add_argument(
+        "--force", action="store_true", help="write into OUT even when it holds files that are not an earlier export"
+    )
+    parser.add_argument(
         "--decode-results", help="a domino-decode results.json: its held-out table goes on the model card"
     )
     parser.add_argument(
@@ -43,7 +48,7 @@ def main(argv: list[str] | None = None) -> None:
         try:
             card = rewrite_serving_section(args.serving_section)
         except (FileNotFoundError, ValueError) as e:
-            raise SystemExit(f"domino-export: {e}") from None
+            raise SystemExit(f"domino-export: error: {e}") from None
         print(f"rewrote the Serving section of {card}")
         print(serving_line(json.loads((card.parent / "config.json").read_text())))
         return
@@ -51,9 +56,9 @@ def main(argv: list[str] | None = None) -> None:
         parser.error("a checkpoint and an output folder are required")
     try:
         decode = read_results(args.decode_results) if args.decode_results else None
-        out = export_checkpoint(args.checkpoint, args.out, getattr(torch, args.dtype), decode)
+        out = export_checkpoint(args.checkpoint, args.out, getattr(torch, args.dtype), decode, args.force)
     except (FileNotFoundError, ValueError, DrafterCheckpointError) as e:
-        raise SystemExit(f"domino-export: {e}") from None
+        raise SystemExit(f"domino-export: error: {e}") from None
     print(f"exported drafter -> {out}")
     print(serving_line(json.loads((Path(out) / "config.json").read_text())))
 

@@ -3,20 +3,30 @@
 from __future__ import annotations
 
 import sys
+from typing import Any
 
 import hydra
-from lightning.fabric.utilities.exceptions import MisconfigurationException
+from hydra.core.hydra_config import HydraConfig
+from hydra.types import RunMode
 from omegaconf import DictConfig
 
 from domino_train import CONF_DIR
+from domino_train.run.input_errors import INPUT_ERRORS
 from domino_train.run.train import train
 from inference.cli.config_keys import refuse_unknown_keys
 from inference.cli.errors import one_line_errors
 from inference.cli.target_folder import target_folder_overrides
 
 
+def resume_override(cfg: DictConfig) -> tuple[str, Any]:
+    """The override that resumes this run where it stopped: its `run_id`, or in a sweep (`-m`) its `sweep_id`."""
+    if HydraConfig.get().mode == RunMode.MULTIRUN:
+        return "sweep_id", cfg.sweep_id
+    return "run_id", cfg.run_id
+
+
 @hydra.main(version_base="1.3", config_path=CONF_DIR, config_name="train")
-@one_line_errors("domino-train", extra=(MisconfigurationException,))
+@one_line_errors("domino-train", extra=INPUT_ERRORS, resume=resume_override)
 def _train(cfg: DictConfig) -> float | None:
     metrics = train(cfg)
     return metrics.get("val/tau_final")

@@ -4,6 +4,7 @@ records. `tokenized_module.py` and `synthetic_module.py` fill in where the rows 
 
 from __future__ import annotations
 
+import logging
 from typing import Any
 
 import lightning as L
@@ -13,6 +14,8 @@ from torch.utils.data import DataLoader, Dataset, Sampler
 from domino_train.data.rows import Rows, collate
 from domino_train.data.sampler import ResumableSampler
 from inference.targets.adapter import TargetModel
+
+log = logging.getLogger(__name__)
 
 
 class DominoDataModule(L.LightningDataModule):
@@ -55,7 +58,15 @@ class DominoDataModule(L.LightningDataModule):
 
     def train_dataloader(self) -> DataLoader:
         rank, world = (self.trainer.global_rank, self.trainer.world_size) if self.trainer else (0, 1)
-        self._sampler = ResumableSampler(len(self.train_set), self.batch_size, self.seed, True, rank, world)
+        accumulate = self.trainer.accumulate_grad_batches if self.trainer else 1
+        self._sampler = ResumableSampler(len(self.train_set), self.batch_size, self.seed, True, rank, world, accumulate)
+        if self._sampler.dropped_batches and rank == 0:
+            log.info(
+                "each epoch leaves its last %d batch(es) out: an optimizer step accumulates %d batches, and every "
+                "strategy steps alike only when an epoch holds a whole number of them",
+                self._sampler.dropped_batches,
+                accumulate,
+            )
         if self._resume is not None:
             self._sampler.resume_at(**self._resume)
             self._resume = None

@@ -2,7 +2,8 @@
 
 `write_export` writes the public layout (config.json + model.safetensors) plus the data manifest, the run
 config and a model card; `export_checkpoint` does it from a Lightning `.ckpt` file or a DeepSpeed ZeRO-2/3
-directory, refusing a checkpoint that lost part of the drafter (never exported with random weights).
+directory, refusing a checkpoint that lost part of the drafter (never exported with random weights), and a
+destination that holds anything but an earlier export (`check_destination`) unless forced.
 """
 
 from __future__ import annotations
@@ -17,10 +18,12 @@ import yaml
 
 from domino_train.export.model_card import write_model_card
 from inference.drafter import DominoDrafter
-from inference.drafter.checkpoint import DrafterCheckpointError, save_checkpoint
+from inference.drafter.checkpoint import CONFIG_NAME, WEIGHTS_NAME, DrafterCheckpointError, read_config, save_checkpoint
 from inference.drafter.config import DrafterConfig
 
 PREFIX = "drafter."
+MANIFEST_NAME, RUN_CONFIG_NAME, CARD_NAME = "data_manifest.json", "training_config.yaml", "README.md"
+EXPORT_FILES = frozenset({CONFIG_NAME, WEIGHTS_NAME, MANIFEST_NAME, RUN_CONFIG_NAME, CARD_NAME})  # what it writes
 
 
 def write_export(
@@ -35,11 +38,40 @@ def write_export(
     """The export folder: weights + config in the public layout, plus data manifest, run config and a
     model card (README.md) from the run's last metrics and, when given, a domino-decode results.json."""
     save_checkpoint(drafter, dirpath, dtype)
-    (dirpath / "data_manifest.json").write_text(json.dumps(manifest or {}, indent=2))
+    (dirpath / MANIFEST_NAME).write_text(json.dumps(manifest or {}, indent=2))
     if run_config is not None:
-        (dirpath / "training_config.yaml").write_text(yaml.safe_dump(run_config, sort_keys=False))
+        (dirpath / RUN_CONFIG_NAME).write_text(yaml.safe_dump(run_config, sort_keys=False))
+    else:  # an earlier export's run config would describe another run
+        (dirpath / RUN_CONFIG_NAME).unlink(missing_ok=True)
     write_model_card(dirpath, drafter.config, run_config, manifest or {}, metrics or {}, decode_results)
     return dirpath
+
+
+def check_destination(out_dir: Path) -> None:
+    """Refuse (`ValueError`) an existing `out_dir` that is not empty and not an earlier export.
+
+    An earlier export holds only files an export writes, and its config.json is a drafter's: it may be
+    replaced. Anything else (a target model's folder, whose config.json and weights an export would replace
+    while leaving its tokenizer beside them) is refused."""
+    if not out_dir.exists():
+        return
+    if not out_dir.is_dir():
+        raise ValueError(f"{out_dir} is a file: name a folder to export the drafter into")
+    names = sorted(p.name for p in out_dir.iterdir())
+    if not names:
+        return
+    foreign = [n for n in names if n not in EXPORT_FILES]
+    if not foreign:
+        try:
+            read_config(out_dir)
+            return
+        except DrafterCheckpointError:
+            pass
+    held = f"it holds {', '.join(foreign[:3])}{' ...' if len(foreign) > 3 else ''}" if foreign else "no drafter config"
+    raise ValueError(
+        f"{out_dir} is not empty and not an earlier drafter export ({held}): export into a new or empty "
+        "folder, or pass --force to write the drafter's files into it anyway"
+    )
 
 
 # Everything a ZeRO checkpoint directory of ours names besides tensors (DeepSpeed pickles its own config
@@ -113,8 +145,13 @@ def export_checkpoint(
     out_dir: str | Path,
     dtype: torch.dtype = torch.bfloat16,
     decode_results: dict[str, Any] | None = None,
+    force: bool = False,
 ) -> Path:
-    """Write the drafter folder (weights, config, manifest, run config, model card) from a checkpoint."""
+    """Write the drafter folder (weights, config, manifest, run config, model card) from a checkpoint.
+
+    `out_dir` must be new, empty or an earlier export (`check_destination`) unless `force`."""
+    if not force:
+        check_destination(Path(out_dir))
     ckpt = read_training_checkpoint(ckpt_path)
     drafter = drafter_from_checkpoint(ckpt, str(ckpt_path))
     run_config = (ckpt.get("hyper_parameters") or {}).get("run_config")

@@ -9,7 +9,8 @@ The target is loaded once per process in `setup` (on that rank's device) and kep
 parameters, optimizer and checkpoints; the drafter borrows its embedding and lm_head by reference. Also
 in `setup`: the draft vocabulary (when `draft_vocab_size` is set) is chosen as the N most frequent labels
 of the training rows, and `init=target` copies the target's top layers into the drafter; a resumed run
-then restores both from its checkpoint.
+then restores both from its checkpoint. A fit that ends without one optimizer step fails (`on_fit_end`):
+its drafter is untrained, so it is neither exported nor reported as a finished run.
 """
 
 from __future__ import annotations
@@ -36,6 +37,10 @@ from inference.drafter.config import DrafterConfig
 from inference.targets.adapter import TargetModel
 
 CAUSAL_INPUTS = ("teacher_forced", "ttt")
+
+
+class NoOptimizerStepError(ValueError):
+    """A fit ended with `global_step` 0: nothing was trained."""
 
 
 class DominoLitModule(L.LightningModule):
@@ -226,6 +231,14 @@ class DominoLitModule(L.LightningModule):
     def validation_step(self, batch: dict[str, torch.Tensor], batch_idx: int) -> None:
         r = self._step(batch, self._generator(1 << 40, batch_idx))
         self._log("val", r, on_step=False)
+
+    def on_fit_end(self) -> None:
+        if self.trainer.global_step == 0 and not self.trainer.received_sigterm:
+            raise NoOptimizerStepError(
+                "training ended without an optimizer step: the drafter is untrained and was not exported; give the "
+                "run steps (trainer.max_steps / trainer.max_epochs) and batches (data, data.batch_size, "
+                "trainer.accumulate_grad_batches)"
+            )
 
     # --------------------------------------------------------------------------- checkpoints
     def on_save_checkpoint(self, checkpoint: dict[str, Any]) -> None:

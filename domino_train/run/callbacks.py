@@ -62,6 +62,8 @@ class ExportDrafter(Callback):
     def _export(self, trainer: L.Trainer, pl_module: L.LightningModule) -> None:
         if trainer._signal_connector.received_sigterm:  # stopped early (preemption, requeue): no partial export
             return
+        if trainer.global_step == 0:  # nothing trained: the module fails the run (DominoLitModule.on_fit_end)
+            return
         with gathered_parameters(trainer, pl_module.drafter):
             if trainer.is_global_zero:
                 self.exported = write_export(

@@ -4,7 +4,9 @@ A requeued or resubmitted job lands in the same run directory (a named `run_id`,
 sweep's `<sweep_id>/<job number>_<task>`), and `auto` resumes from that directory's `last.ckpt` when there is
 one. Sweep job numbers follow the order of the swept values, so a sweep resubmitted with values inserted in
 the middle would hand one grid cell's directory to another: `run_identity.json` records the recipe (and
-seed) a directory was started with, and `auto` refuses to continue it with a different one.
+seed) a directory was started with, and `auto` refuses to continue it with a different one. A `last.ckpt`
+that cannot be read (a kill during its write truncates it) is passed over for the newest readable checkpoint
+beside it, with a warning naming it.
 """
 
 from __future__ import annotations
@@ -12,6 +14,7 @@ from __future__ import annotations
 import json
 import logging
 import os
+import zipfile
 from pathlib import Path
 from typing import Any
 
@@ -43,6 +46,7 @@ def resolve_ckpt_path(cfg: DictConfig) -> str | None:
 
     `auto`: this run's `last.ckpt` (a file, or a DeepSpeed directory) when it exists, else None (a fresh
     start); refused with `ResumeMismatchError` when the directory was started with another recipe or seed.
+    An unreadable `last.ckpt` gives way to the newest readable checkpoint beside it (`newest_readable`).
     Other values (null, `last`, a path) pass through unchanged.
     """
     if cfg.ckpt_path != "auto":
@@ -52,8 +56,41 @@ def resolve_ckpt_path(cfg: DictConfig) -> str | None:
     if last is None or not last.exists():
         return None
     check_identity(Path(cfg.paths.output_dir), run_identity(cfg))
-    log.info("ckpt_path=auto: resuming from %s", last)
-    return str(last)
+    resume = newest_readable(last)
+    log.info("ckpt_path=auto: resuming from %s", resume)
+    return str(resume)
+
+
+def readable(checkpoint: Path) -> bool:
+    """Whether a checkpoint (a `torch.save` file, or a DeepSpeed directory of them) can be opened.
+
+    `torch.save` writes a zip whose central directory comes last, so a file cut short by a kill has none:
+    checking for it reads a few bytes, where loading would read the whole optimizer state."""
+    files = sorted(checkpoint.rglob("*.pt")) if checkpoint.is_dir() else [checkpoint]
+    try:
+        for f in files:
+            with zipfile.ZipFile(f):
+                pass
+    except (zipfile.BadZipFile, OSError):
+        return False
+    return bool(files)
+
+
+def newest_readable(last: Path) -> Path:
+    """`last` when it is readable, else the newest readable checkpoint beside it (a warning names `last`).
+
+    Raises `ValueError` when none is readable."""
+    if readable(last):
+        return last
+    others = sorted((p for p in last.parent.glob("*.ckpt") if p != last), key=lambda p: p.stat().st_mtime)
+    fallback = next((p for p in reversed(others) if readable(p)), None)
+    if fallback is None:
+        raise ValueError(
+            f"ckpt_path=auto: {last} cannot be read (cut short?) and no other checkpoint beside it can: "
+            "delete it to start this run afresh, or pass ckpt_path=null (or another checkpoint's path)"
+        )
+    log.warning("ckpt_path=auto: %s cannot be read (cut short?): resuming from %s instead", last, fallback)
+    return fallback
 
 
 def check_identity(run_dir: Path, identity: dict[str, Any]) -> None:

@@ -7,12 +7,15 @@ import warnings
 from typing import Any
 
 import lightning as L
+import torch
 from hydra.utils import instantiate
 from lightning.pytorch.callbacks import ProgressBar
 from lightning.pytorch.loggers import WandbLogger
+from lightning.pytorch.utilities.rank_zero import rank_zero_only
 from omegaconf import DictConfig, OmegaConf
 
 from domino_train.method.module import DominoLitModule
+from domino_train.run.input_errors import INPUT_ERRORS, worker_input_error
 from domino_train.run.moved_targets import upgrade_targets
 from domino_train.run.resume import record_identity, resolve_ckpt_path
 from domino_train.run.slurm import cluster_plugins
@@ -75,12 +78,30 @@ def build(cfg: DictConfig) -> tuple[DominoLitModule, L.LightningDataModule, L.Tr
 warnings.filterwarnings("ignore", message=".*resuming from a checkpoint that ended before the epoch ended.*")
 
 
+def check_accelerator(cfg: DictConfig) -> None:
+    """Refuse a GPU trainer where there is no GPU, before a process group, a logger or the target starts."""
+    if str(cfg.trainer.accelerator) in ("gpu", "cuda") and not torch.cuda.is_available():
+        raise ValueError(f"no GPU here (trainer.accelerator={cfg.trainer.accelerator}): add trainer=cpu")
+
+
+def _as_reported(error: BaseException) -> BaseException:
+    """A failure of fit as the user should hear of it: Lightning answers Ctrl-C by exiting with status 1 (a
+    SystemExit raised while it handles the KeyboardInterrupt), which is the interrupt; a spawned worker's
+    input error arrives as the worker's whole traceback, which is that error."""
+    if isinstance(error, SystemExit) and isinstance(error.__context__, KeyboardInterrupt):
+        return error.__context__
+    return worker_input_error(error) or error
+
+
 def train(cfg: DictConfig) -> dict[str, Any]:
     """Fit (or resume: `ckpt_path`, `auto` by default), export, and return the final metrics."""
     run_dir = cfg.paths.output_dir
+    if rank_zero_only.rank == 0:
+        log.info("run folder: %s", run_dir)
     write_status(run_dir, "RUNNING")
     trainer = None
     try:
+        check_accelerator(cfg)
         ckpt_path = resolve_ckpt_path(cfg)
         if ckpt_path is None:
             record_identity(cfg)  # a fresh start: this folder now holds this recipe
@@ -93,10 +114,15 @@ def train(cfg: DictConfig) -> dict[str, Any]:
     except BaseException as e:  # a crash, or a requeue signal's SystemExit: the run is marked failed until resumed
         if trainer is not None:
             finish_wandb(trainer, exit_code=1)
-        if isinstance(e, Exception):  # in a sweep job the launcher keeps the exception: the job's log shows it here
+        error = _as_reported(e)
+        # An unexpected error's traceback goes to the log (in a sweep job the launcher keeps the exception: the
+        # job's log shows it here); bad input is said in one line by the command and in status.json.
+        if isinstance(error, Exception) and not isinstance(error, INPUT_ERRORS):
             log.exception("training failed")
-        write_status(run_dir, "FAILED" if isinstance(e, Exception) else "STOPPED", e)
-        raise
+        write_status(run_dir, "FAILED" if isinstance(error, Exception) else "STOPPED", error)
+        if error is e:
+            raise
+        raise error from None
     finish_wandb(trainer, exit_code=0)
     write_status(run_dir, "COMPLETED")
     return {k: float(v) for k, v in trainer.callback_metrics.items() if v.numel() == 1}

@@ -264,10 +264,15 @@ SLIPS = {
 }
 
 
+def _run_dir() -> Path:
+    return Path(hydra.core.hydra_config.HydraConfig.get().runtime.output_dir)
+
+
 @hydra.main(version_base="1.3", config_path=CONF_DIR, config_name="decode")
-@one_line_errors("domino-decode")
+@one_line_errors("domino-decode", resume=lambda cfg: ("hydra.run.dir", _run_dir()))
 def _decode(cfg: DictConfig) -> None:
-    run(cfg, Path(hydra.core.hydra_config.HydraConfig.get().runtime.output_dir))
+    log.info("run folder: %s", _run_dir())
+    run(cfg, _run_dir())
 
 
 def main() -> None:

@@ -34,6 +34,12 @@ TINY_FAST = [
 
 
 @pytest.fixture(scope="session")
+def tiny_overrides() -> list[str]:
+    """The command-line overrides of `tiny_cfg` (for tests that run `domino-train` itself)."""
+    return list(TINY_FAST)
+
+
+@pytest.fixture(scope="session")
 def compose_train():
     """`compose_train(overrides, run_dir=None)` -> the composed run config."""
     return _compose_train

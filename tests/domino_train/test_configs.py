@@ -13,6 +13,7 @@ from domino_train import CONF_DIR
 from domino_train.cli import train as cli
 from domino_train.run.train import drafter_config
 from inference import DominoDrafter, load_target
+from inference.precision import resolve_training_precision
 
 EXPERIMENTS = sorted(p.stem for p in (Path(CONF_DIR) / "experiment").glob("*.yaml"))
 
@@ -52,7 +53,17 @@ def test_ablations_are_one_line_overrides(tmp_path, compose_train):
     no_cur = compose_train(["experiment=qwen3_8b_no_curriculum"], tmp_path).train
     assert no_cur.curriculum == "none" and no_cur.lambda_start == 0.0
     assert compose_train(["experiment=qwen3_8b_curriculum", "drafter.head=null"], tmp_path).drafter.head is None
-    assert base.trainer.precision == "bf16-mixed" and base.train.lr == 6e-4 and base.trainer.max_epochs == 6
+    assert base.train.lr == 6e-4 and base.trainer.max_epochs == 6
+
+
+@pytest.mark.parametrize("flags", [{"avx512_bf16"}, set()], ids=["bf16-cpu", "fp32-cpu"])
+def test_the_paper_recipe_trains_in_bf16_on_gpus_and_as_the_precision_policy_says_on_a_cpu(
+    tmp_path, compose_train, flags
+):
+    gpu = compose_train(["experiment=qwen3_8b_curriculum"], tmp_path).trainer
+    assert resolve_training_precision(gpu.precision, gpu.accelerator, flags) == "bf16-mixed"
+    cpu = compose_train(["experiment=qwen3_8b_curriculum", "trainer=cpu"], tmp_path).trainer
+    assert resolve_training_precision(cpu.precision, cpu.accelerator, flags) == ("bf16-mixed" if flags else "32-true")
 
 
 def test_the_wider_smollm2_data_adds_two_regenerated_slices_and_keeps_the_validation_set(tmp_path, compose_train):

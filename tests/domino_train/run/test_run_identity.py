@@ -1,6 +1,7 @@
 """Run identity: run ids and W&B ids that survive requeues, `ckpt_path=auto`, and the resume guard."""
 
 import json
+import os
 
 import pytest
 import torch
@@ -68,7 +69,7 @@ def test_ckpt_path_auto_resumes_the_same_recipe_only(tiny_cfg, tmp_path):
     record_identity(cfg)
     last = tmp_path / "run" / "checkpoints" / "last.ckpt"
     last.parent.mkdir(parents=True)
-    last.write_bytes(b"")
+    torch.save({}, last)
     assert resolve_ckpt_path(cfg) == str(last)
     assert resolve_ckpt_path(tiny_cfg("trainer.devices=2")) == str(last)  # not part of the recipe
     with pytest.raises(ResumeMismatchError, match=r"another recipe \(seed: 0 -> 1\).*ckpt_path=last"):
@@ -92,3 +93,23 @@ def test_a_run_folder_of_another_recipe_ends_domino_train_in_one_line(tiny_cfg, 
     message = str(stop.value.code)
     assert message.startswith("domino-train: error: ") and "was started with another recipe" in message
     assert "\n" not in message
+
+
+def test_ckpt_path_auto_passes_a_cut_short_last_ckpt_over_for_the_newest_readable_one(tiny_cfg, tmp_path, caplog):
+    cfg = tiny_cfg()
+    record_identity(cfg)
+    ckpts = tmp_path / "run" / "checkpoints"
+    ckpts.mkdir(parents=True)
+    for n, step in enumerate((10, 20)):
+        torch.save({"step": step}, ckpts / f"step_{step:07d}.ckpt")
+        os.utime(ckpts / f"step_{step:07d}.ckpt", (1000 + n, 1000 + n))
+    (ckpts / "step_0000030.ckpt").write_bytes(b"PK\x03\x04 cut short")  # the newest, but cut short too
+    torch.save({"step": 30, "optimizer_states": [torch.zeros(1000)]}, ckpts / "last.ckpt")
+    (ckpts / "last.ckpt").write_bytes((ckpts / "last.ckpt").read_bytes()[:-100])  # killed during its write
+    with caplog.at_level("WARNING"):
+        assert resolve_ckpt_path(cfg) == str(ckpts / "step_0000020.ckpt")
+    assert f"{ckpts / 'last.ckpt'} cannot be read" in caplog.text
+    for path in ckpts.glob("step_*"):
+        path.unlink()
+    with pytest.raises(ValueError, match=r"last.ckpt cannot be read .* ckpt_path=null"):
+        resolve_ckpt_path(cfg)

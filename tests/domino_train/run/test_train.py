@@ -1,16 +1,24 @@
-"""End-to-end training on the tiny experiment: export, resume, checkpoints, strategies, offline features."""
+"""End-to-end training on the tiny experiment: export, resume, checkpoints, strategies, offline features, and
+how `domino-train` ends (a run without a step, bad input, Ctrl-C)."""
 
 import json
+import logging
+import re
 import shutil
+import signal
+import sys
 from pathlib import Path
 
 import pytest
 import torch
 from lightning.pytorch.callbacks import Callback
 
+from domino_train.cli import train as train_cli
 from domino_train.cli.export import main as export_main
 from domino_train.export.folder import export_checkpoint
+from domino_train.method.module import DominoLitModule, NoOptimizerStepError
 from domino_train.run.resume import resolve_ckpt_path
+from domino_train.run.status import read_status
 from domino_train.run.train import build, train
 from inference import DominoDrafter, tiny_target
 from inference.drafter.serving import serving_line, serving_section
@@ -365,3 +373,125 @@ def test_deepspeed_zero_on_cpu_and_export_from_the_zero_directory(stage, tiny_cf
     at_end = DominoDrafter.from_pretrained(Path(tmp_path / "run" / "export"))
     for (k, a), b in zip(at_end.state_dict().items(), from_zero.state_dict().values(), strict=True):
         assert torch.equal(a, b), k
+
+
+def _card_step(export: Path) -> int:
+    return int(re.search(r"^- step: (\d+)$", (export / "README.md").read_text(), re.M).group(1))
+
+
+def test_an_epoch_steps_on_whole_accumulations_only(tiny_cfg, tmp_path):
+    # 80 training rows / batch 4 = 20 batches an epoch; accumulating 3, the last 2 are left out: 6 steps an
+    # epoch, as under DeepSpeed (test_every_strategy_takes_the_same_steps), not Lightning's 7th of 2 batches
+    cfg = tiny_cfg("trainer.accumulate_grad_batches=3", "trainer.max_steps=-1", "trainer.max_epochs=2")
+    _module, trainer = _fit(cfg)
+    assert trainer.global_step == 12 and trainer.num_training_batches == 18
+
+
+def test_an_accumulation_longer_than_an_epoch_is_refused_before_training(tiny_cfg, tmp_path):
+    with pytest.raises(ValueError, match=r"accumulate_grad_batches=32 is more than the 20 batches an epoch holds"):
+        train(tiny_cfg("trainer.accumulate_grad_batches=32"))
+    assert not (tmp_path / "run" / "export").exists() and read_status(tmp_path / "run")["state"] == "FAILED"
+
+
+def test_a_run_that_takes_no_optimizer_step_fails_and_exports_nothing(tiny_cfg, tmp_path):
+    with pytest.raises(NoOptimizerStepError, match="without an optimizer step"):
+        train(tiny_cfg("trainer.max_steps=0"))
+    assert not (tmp_path / "run" / "export").exists() and read_status(tmp_path / "run")["state"] == "FAILED"
+
+
+@pytest.mark.slow
+@pytest.mark.parametrize("strategy", ["ddp_spawn", "deepspeed_stage_2"])
+def test_every_strategy_takes_the_same_steps(strategy, tiny_cfg, tmp_path):
+    # 2 workers x 10 batches an epoch, accumulating 3: 3 steps an epoch (before: ddp 4, DeepSpeed 3)
+    cfg = tiny_cfg(
+        f"strategy={strategy}",
+        "trainer.devices=2",
+        "trainer.accumulate_grad_batches=3",
+        "trainer.max_steps=-1",
+        "trainer.max_epochs=2",
+    )
+    train(cfg)
+    assert _card_step(tmp_path / "run" / "export") == 6
+
+
+def test_a_gpu_trainer_without_a_gpu_is_refused_before_anything_starts(tiny_cfg, monkeypatch):
+    monkeypatch.setattr(torch.cuda, "is_available", lambda: False)
+    monkeypatch.setattr("domino_train.run.train.build", lambda cfg: pytest.fail("built a trainer"))
+    with pytest.raises(ValueError, match=r"^no GPU here \(trainer.accelerator=gpu\): add trainer=cpu$"):
+        train(tiny_cfg("trainer=gpu"))
+
+
+def test_bad_input_is_not_logged_with_a_traceback(tiny_cfg, caplog):
+    with pytest.raises(ValueError, match="leaves none to train on"), caplog.at_level(logging.INFO):
+        train(tiny_cfg("data.val_size=1000"))
+    assert not [r for r in caplog.records if r.exc_info]  # the command says it in one line
+
+
+@pytest.fixture
+def cli(tmp_path, monkeypatch, tiny_overrides):
+    """`cli(*overrides)`: run `domino-train` on the tiny experiment under tmp_path; returns how it ended."""
+    monkeypatch.delenv("HYDRA_FULL_ERROR", raising=False)
+    root, sigint = logging.getLogger(), signal.getsignal(signal.SIGINT)
+    handlers, level = root.handlers[:], root.level
+
+    def run(*overrides: str) -> SystemExit:
+        monkeypatch.setattr(sys, "argv", ["domino-train", *tiny_overrides, f"paths.root_dir={tmp_path}", *overrides])
+        with pytest.raises((SystemExit, KeyboardInterrupt)) as stop:  # an interrupt let through fails, not aborts
+            train_cli.main()
+        return stop.value
+
+    yield run
+    root.handlers[:], root.level = handlers, level  # Hydra pointed them at pytest's captured streams
+    signal.signal(signal.SIGINT, sigint)  # Lightning ignores SIGINT once it has handled one
+
+
+def test_ctrl_c_ends_domino_train_in_one_line_with_the_command_that_resumes_it(
+    cli, tmp_path, monkeypatch, capsys, tiny_overrides
+):
+    def interrupted(self, batch, batch_idx):
+        raise KeyboardInterrupt
+
+    monkeypatch.setattr(DominoLitModule, "training_step", interrupted)
+    stop = cli("run_id=first")
+    assert getattr(stop, "code", None) == 130
+    run_dir = tmp_path / "artifacts" / "runs" / "tiny" / "first"
+    out, err = capsys.readouterr()
+    assert f"run folder: {run_dir}" in out + err  # said at the start
+    overrides = " ".join([*tiny_overrides, f"paths.root_dir={tmp_path}"])
+    assert err.splitlines()[-1] == f"domino-train: interrupted; resume with: domino-train {overrides} run_id=first"
+    assert read_status(run_dir)["state"] == "STOPPED"
+    assert getattr(cli(), "code", None) == 130  # no run_id given: the launch time names the folder, and the hint
+    (run_id,) = {p.name for p in run_dir.parent.iterdir()} - {"first"}
+    assert capsys.readouterr().err.splitlines()[-1].endswith(f"paths.root_dir={tmp_path} run_id={run_id}")
+
+
+def test_an_unwritable_run_folder_ends_domino_train_in_one_line(cli, tmp_path):
+    (tmp_path / "file").write_text("")
+    stop = cli(f"hydra.run.dir={tmp_path / 'file' / 'run'}")
+    assert str(stop.code) == (
+        f"domino-train: error: cannot write the run folder {tmp_path / 'file' / 'run'} (Not a directory): choose a "
+        "writable place (hydra.run.dir=DIR, or paths.root_dir=DIR / $DOMINO_ROOT for the default folders)"
+    )
+
+
+@pytest.mark.slow
+@pytest.mark.parametrize(
+    ("overrides", "message"),
+    [
+        (["trainer.accumulate_grad_batches=16"], "trainer.accumulate_grad_batches=16 is more than the 10 batches"),
+        (  # Lightning counts DeepSpeed's steps inside an epoch only: 2 batches never complete one of 4
+            ["trainer.accumulate_grad_batches=4", "+trainer.limit_train_batches=2", "trainer.max_epochs=2"],
+            "training ended without an optimizer step",
+        ),
+    ],
+    ids=["refused_up_front", "no_step_taken"],
+)
+def test_a_deepspeed_run_that_would_take_no_step_fails_in_one_line(overrides, message, tiny_cfg, tmp_path):
+    """The issue's run: 2 workers of 10 batches an epoch, accumulating more, stepped never and exported an
+    untrained drafter with exit 0. Now it fails, and the worker's error comes back as that one error, not as
+    the worker's traceback."""
+    cfg = tiny_cfg("strategy=deepspeed_stage_2", "trainer.devices=2", "trainer.max_steps=-1", *overrides)
+    with pytest.raises(ValueError) as refused:
+        train(cfg)
+    assert str(refused.value).startswith(message) and "\n" not in str(refused.value)
+    assert not (tmp_path / "run" / "export").exists() and read_status(tmp_path / "run")["state"] == "FAILED"

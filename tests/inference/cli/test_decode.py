@@ -271,3 +271,21 @@ def test_runs_go_under_domino_root_when_it_is_set(tmp_path, monkeypatch, restore
     with initialize_config_dir(config_dir=CONF, version_base="1.3"):
         preset = compose("decode", overrides=["preset=smollm2"])
     assert Path(preset.bench_data.sharegpt) == tmp_path / "artifacts" / "data" / "smollm2-val" / "prepared"
+
+
+def test_ctrl_c_ends_in_one_line_with_the_command_that_resumes_the_run(tmp_path, monkeypatch, capsys, restore_logging):
+    def interrupted(cfg, out_dir):
+        raise KeyboardInterrupt
+
+    monkeypatch.setattr(decode, "run", interrupted)
+    monkeypatch.delenv("HYDRA_FULL_ERROR", raising=False)
+    run_dir = tmp_path / "run dir"
+    monkeypatch.setattr(sys, "argv", ["domino-decode", *QUICK, f"hydra.run.dir={run_dir}"])
+    with pytest.raises((SystemExit, KeyboardInterrupt)) as stop:  # an interrupt let through fails, not aborts
+        decode.main()
+    assert getattr(stop.value, "code", None) == 130
+    out, err = capsys.readouterr()
+    assert f"run folder: {run_dir}" in out + err  # said at the start
+    assert err.splitlines()[-1] == (  # one line, the run folder's override once, quoted for the shell
+        f"domino-decode: interrupted; resume with: domino-decode {' '.join(QUICK)} 'hydra.run.dir={run_dir}'"
+    )
