@@ -79,6 +79,12 @@ def test_shipped_drafter_decodes_losslessly(smollm2, name):
         assert out.stats.tau > 1.0, f"{method} accepted no draft token on a held-out prompt"
 
 
+BUG_PROMPTS = [
+    PROMPT,
+    "Explain how a refrigerator keeps food cold.",
+    "List three ways to save water at home, with one sentence on each.",
+    "Write a short story about a lighthouse keeper.",
+]
 PLANTED = {  # bug -> (method, how to plant it)
     "chain accepts a runner-up within 0.5 logits": (
         "domino",
@@ -103,11 +109,14 @@ def test_planted_bugs_are_algorithmic_on_the_real_target(smollm2, bug, monkeypat
     else:
         monkeypatch.setattr(owner, name, planted)
     drafter = DominoDrafter.from_pretrained(PRETRAINED / "smollm2-135m-domino", target=smollm2, dtype=smollm2.dtype)
-    prompt = prompt_ids(smollm2, PROMPT)
-    ar = build_decoder("ar", smollm2)
-    expected = ar.generate(prompt, 48).tokens
-    decoder = build_decoder(method, smollm2, drafter)
-    out = decoder.generate(prompt, 48)
-    found = _proof(decoder, ar, prompt, expected, out)
-    caught = out.stats.own_argmax_violations > 0 or (found is not None and found.kind == "algorithmic")
-    assert caught, (bug, out.stats.own_argmax_violations, found)
+    ar, decoder = build_decoder("ar", smollm2), build_decoder(method, smollm2, drafter)
+    seen = []
+    for text in BUG_PROMPTS:  # a bug shows only where it fires (a close call, a sibling on the path)
+        prompt = prompt_ids(smollm2, text)
+        expected, out = ar.generate(prompt, 48).tokens, decoder.generate(prompt, 48)
+        found = _proof(decoder, ar, prompt, expected, out)
+        seen.append((out.stats.own_argmax_violations, found))
+        assert found is None or found.kind == "algorithmic", (bug, found)  # never proven a rounding tie
+        if out.stats.own_argmax_violations or found is not None:
+            return
+    raise AssertionError(f"{bug}: never caught on {len(BUG_PROMPTS)} prompts: {seen}")
