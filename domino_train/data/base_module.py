@@ -37,13 +37,31 @@ class DominoDataModule(L.LightningDataModule):
         Rows the module makes with the target itself need no check."""
 
     def _split(self, rows: Any, n: int, features: Any = None) -> None:
-        """Hold `val_size` random rows of one set out for validation; train on the rest."""
+        """Hold `val_size` random rows of one set out for validation; train on the rest. Rows that share an
+        `id` (the turns of one conversation, tokenized one row per turn) stay on one side of the split; with
+        unique ids the split is the plain random one."""
         if n <= self.val_size:
             raise ValueError(f"the data set has {n} rows; val_size={self.val_size} leaves none to train on")
-        order = torch.randperm(n, generator=torch.Generator().manual_seed(self.seed)).tolist()
+        ids = rows["id"] if "id" in (getattr(rows, "column_names", None) or ()) else range(n)
+        groups: dict[Any, list[int]] = {}
+        for j, key in enumerate(ids):
+            groups.setdefault(key, []).append(j)
+        keys = list(groups)
+        held: list[int] = []
+        for k in torch.randperm(len(keys), generator=torch.Generator().manual_seed(self.seed)).tolist():
+            if len(held) >= self.val_size:
+                break
+            held += groups[keys[k]]
+        kept = set(held)
+        train = [j for j in range(n) if j not in kept]
+        if not train:
+            raise ValueError(
+                f"the data set's {n} rows come from {len(keys)} conversations; val_size={self.val_size} leaves "
+                "none to train on"
+            )
         sets = [(rows, features)]
-        self.val_set = Rows(sets, [(0, j) for j in sorted(order[: self.val_size])], self.max_length)
-        self.train_set = Rows(sets, [(0, j) for j in sorted(order[self.val_size :])], self.max_length)
+        self.val_set = Rows(sets, [(0, j) for j in sorted(held)], self.max_length)
+        self.train_set = Rows(sets, [(0, j) for j in train], self.max_length)
 
     def _loader(self, dataset: Dataset, sampler: Sampler) -> DataLoader:
         return DataLoader(
