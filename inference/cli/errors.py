@@ -49,6 +49,9 @@ def one_line_errors(
                 error = e.__cause__ if isinstance(e, InstantiationException) else e
                 if not isinstance(error, (*USER_ERRORS, *extra)) or os.environ.get("HYDRA_FULL_ERROR") == "1":
                     raise
+                if in_submitit_job():  # the launcher must receive the exception: it records the job's failure
+                    print(f"{prog}: error: {error}", file=sys.stderr)
+                    raise
                 raise SystemExit(f"{prog}: error: {error}") from None
             except KeyboardInterrupt:
                 if os.environ.get("HYDRA_FULL_ERROR") == "1":
@@ -60,6 +63,12 @@ def one_line_errors(
         return run  # type: ignore[return-value]
 
     return decorate
+
+
+def in_submitit_job() -> bool:
+    """Whether this process is a job submitit started (a Slurm sweep's): there a task's error must stay an
+    exception, which submitit pickles for the launcher; a `SystemExit` would leave it no result to read."""
+    return "SUBMITIT_FOLDER" in os.environ or "SUBMITIT_EXECUTOR" in os.environ
 
 
 def resume_command(prog: str, key: str, value: Any, argv: Sequence[str] | None = None) -> str:

@@ -25,3 +25,19 @@ def test_a_wrapped_error_that_is_not_bad_input_keeps_its_traceback(monkeypatch):
     crash = one_line_errors("domino-data")(lambda: instantiate({"_target_": "builtins.divmod", "_args_": [1, 0]}))
     with pytest.raises(InstantiationException):
         crash()
+
+
+def test_inside_a_submitit_job_bad_input_stays_an_exception_for_the_launcher(monkeypatch, capsys):
+    """submitit pickles a job's exception for the launcher; a SystemExit would leave it waiting for a result."""
+
+    def refuse():
+        raise ValueError("data made for another target")
+
+    monkeypatch.delenv("HYDRA_FULL_ERROR", raising=False)
+    monkeypatch.setenv("SUBMITIT_FOLDER", "/tmp/job")
+    with pytest.raises(ValueError, match="another target"):
+        one_line_errors("domino-train")(refuse)()
+    assert capsys.readouterr().err.strip() == "domino-train: error: data made for another target"
+    monkeypatch.delenv("SUBMITIT_FOLDER")
+    with pytest.raises(SystemExit):
+        one_line_errors("domino-train")(refuse)()
