@@ -113,7 +113,10 @@ def train(cfg: DictConfig) -> dict[str, Any]:
             raise SystemExit(143)
     except BaseException as e:  # a crash, or a requeue signal's SystemExit: the run is marked failed until resumed
         if trainer is not None:
-            finish_wandb(trainer, exit_code=1)
+            try:
+                finish_wandb(trainer, exit_code=1)
+            except Exception as closing:  # W&B's service may already be gone (a requeue kills the job's processes)
+                log.warning("could not close the W&B run: %s", closing)
         error = _as_reported(e)
         # An unexpected error's traceback goes to the log (in a sweep job the launcher keeps the exception: the
         # job's log shows it here); bad input is said in one line by the command and in status.json.
