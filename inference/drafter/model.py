@@ -19,7 +19,7 @@ from torch import nn
 
 from inference.drafter.backbone import DFlashBackbone
 from inference.drafter.block_mask import anchor_block_mask, anchor_flex_block_mask
-from inference.drafter.checkpoint import load_checkpoint, read_config, save_checkpoint
+from inference.drafter.checkpoint import load_checkpoint, read_config, read_config_json, save_checkpoint
 from inference.drafter.config import DrafterConfig
 from inference.drafter.draft_cache import DraftKVCache
 from inference.drafter.draft_vocab import DraftVocab
@@ -213,9 +213,10 @@ class DominoDrafter(nn.Module):
             dtype = dtype if dtype is not None else target.dtype
             mask_token_id = target.mask_token_id
         num_layers = getattr(target_config, "num_hidden_layers", None) if target_config is not None else None
-        config = read_config(path, target_num_layers=num_layers, target_mask_token_id=mask_token_id)
+        raw = read_config_json(path)
+        config = read_config(path, target_num_layers=num_layers, target_mask_token_id=mask_token_id, raw=raw)
         with torch.device("meta"):
             model = cls(config)
-        load_checkpoint(model, path, target_config=target_config, dtype=dtype)
+        load_checkpoint(model, path, target_config=target_config, dtype=dtype, raw=raw)
         model = model.to(device=device if device is not None else "cpu")
         return model.bind_target(target.embed_tokens, target.lm_head) if target is not None else model
