@@ -230,7 +230,7 @@ def stage_main(name: str, out_dir: Path, dry_run: bool) -> int:
         data = {"status": "skipped", "error": f"skipped: {e}"}
     except CheckFailed as e:
         data = {"status": "failed", "error": f"check failed: {e}", "results": e.results, "tables": e.tables}
-    except BaseException as e:  # noqa: BLE001 - every failure is recorded, the orchestrator goes on
+    except BaseException as e:  # every failure is recorded, the orchestrator goes on
         data = {"status": "failed", "error": "".join(traceback.format_exception(e))}
     report.write_text(json.dumps(data, indent=1, default=str))
     return 0 if data["status"] != "failed" else 1
