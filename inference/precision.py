@@ -25,6 +25,8 @@ from pathlib import Path
 
 import torch
 
+from inference.device import default_device
+
 AUTO = "auto"
 # CPU feature flags (as /proc/cpuinfo names them) that give bf16 matrix instructions.
 BF16_CPU_FLAGS = frozenset({"avx512_bf16", "amx_bf16", "bf16"})
@@ -77,7 +79,7 @@ def resolve_training_precision(precision: str | int, accelerator: str, flags: It
     """A Lightning precision; `auto` = `bf16-mixed` where `accelerator` computes bf16 natively, else `32-true`."""
     if precision != AUTO:
         return precision
-    device = "cpu" if accelerator == "cpu" or (accelerator == "auto" and not torch.cuda.is_available()) else "cuda"
+    device = default_device() if accelerator == "auto" else "cpu" if accelerator == "cpu" else "cuda"
     return "bf16-mixed" if computes_bf16(device, flags) else "32-true"
 
 

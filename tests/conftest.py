@@ -9,11 +9,11 @@ os.environ.setdefault("HF_HUB_OFFLINE", "1")
 os.environ.setdefault("HF_DATASETS_OFFLINE", "1")
 os.environ.setdefault("WANDB_MODE", "offline")
 
-import pytest  # noqa: E402
-import torch  # noqa: E402
+import pytest
+import torch
 
-import slurm_cluster  # noqa: E402
-from inference import DominoDrafter, DrafterConfig, tiny_target  # noqa: E402
+import slurm_cluster
+from inference import DominoDrafter, DrafterConfig, tiny_target
 
 # Tiny models gain nothing from intra-op threads, and OpenMP threads that spin while another process holds
 # the other core slow small matmuls by 100x; one thread keeps the suite fast and its timing stable.

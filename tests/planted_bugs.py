@@ -6,11 +6,11 @@ from __future__ import annotations
 import torch
 
 
-def accepts_within(tolerance: float):  # noqa: ANN201
+def accepts_within(tolerance: float):
     """A chain rule (`MatchVerifier.__call__`) that keeps a draft token within `tolerance` logits of the
     target's argmax: an acceptance test with a tolerance."""
 
-    def verify(self, draft, target_logits, generator=None):  # noqa: ANN001, ANN202
+    def verify(self, draft, target_logits, generator=None):
         drafts, choice = draft.tokens.tolist(), target_logits.argmax(-1).tolist()
         a = 0
         while a < len(drafts) and target_logits[a].max() - target_logits[a, drafts[a]] <= tolerance:
@@ -20,11 +20,11 @@ def accepts_within(tolerance: float):  # noqa: ANN201
     return verify
 
 
-def takes_a_close_sibling(tolerance: float):  # noqa: ANN201
+def takes_a_close_sibling(tolerance: float):
     """A tree walk (`TREE_WALKS["match"]`) that, at a node where another child is within `tolerance`
     logits of the target's choice, follows that child instead."""
 
-    def walk(tree, logits, params, generator):  # noqa: ANN001, ANN202
+    def walk(tree, logits, params, generator):
         choice = logits.argmax(-1).tolist()
         children = tree.children()
         path, cur = [], 0

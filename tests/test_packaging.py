@@ -23,6 +23,13 @@ def test_every_package_of_the_checkout_is_listed():
     assert found | {"domino_conf"} == listed
 
 
+def test_data_is_documentation_not_a_package():
+    """`data/` describes the data sets (a README per set) and holds no Python: never a package named `data`."""
+    data = REPO / "data"
+    assert not list(data.rglob("*.py"))
+    assert all((folder / "README.md").is_file() for folder in [data, *(p for p in data.iterdir() if p.is_dir())])
+
+
 @pytest.fixture(scope="module")
 def installed(tmp_path_factory):
     """The wheel built from this checkout, installed into a bare folder (dependencies come from this venv)."""

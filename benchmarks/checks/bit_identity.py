@@ -25,7 +25,7 @@ from inference.decoding.tree.expander import FastDominoExpander
 SCORE_TOL = 1e-3  # path log-probabilities, fast expander against the reference
 
 
-def _round(drafter, seed: int, context: int, device: str):  # noqa: ANN001, ANN202
+def _round(drafter, seed: int, context: int, device: str):
     """One round's inputs: a draft cache over random features, its root, the block's hidden and base logits."""
     cfg = drafter.config
     g = torch.Generator(device=device).manual_seed(seed)

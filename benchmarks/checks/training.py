@@ -73,13 +73,13 @@ def _batch(vocab: int, b: int, t: int, device: str) -> dict[str, torch.Tensor]:
     return {k: v.to(device) for k, v in batch.items()}
 
 
-def _step_loss(module: DominoLitModule, batch: dict, flex: bool, autocast) -> float:  # noqa: ANN001
+def _step_loss(module: DominoLitModule, batch: dict, flex: bool, autocast) -> float:
     module.hparams.flex_attention = "on" if flex else "off"
     with torch.no_grad(), autocast():
         return float(module._step(batch, torch.Generator().manual_seed(1))["loss"])
 
 
-def _throughput(module, batch, flex: bool, autocast, steps: int, ctx: Context) -> dict:  # noqa: ANN001
+def _throughput(module, batch, flex: bool, autocast, steps: int, ctx: Context) -> dict:
     module.hparams.flex_attention = "on" if flex else "off"
     opt = torch.optim.AdamW(module.drafter.parameters(), lr=1e-4)
     if ctx.device == "cuda":
@@ -112,7 +112,7 @@ def flex_vs_sdpa(ctx: Context) -> tuple[dict, list]:
         layer_ids, b, t, anchors, steps = [0, 1], 2, 1024, 64, 3
         drafter_kw = dict(num_draft_layers=2, block_size=16)  # the recipe's head (GRU 1024, rank 256)
 
-        def autocast():  # noqa: ANN202
+        def autocast():
             return torch.autocast("cuda", dtype=torch.bfloat16)
 
     mask = target.mask_token_id

@@ -72,9 +72,7 @@ def build_feature_cache(
     """Write the feature shards and `index.json` for the tokenized set at `dataset_dir`."""
     ds, manifest = load_tokenized(dataset_dir)
     out_dir = Path(out_dir)
-    width = len(layer_ids) * target.config.hidden_size
-    bytes_per_token = width * torch.empty(0, dtype=dtype).element_size()
-    shard_tokens = max(1, shard_bytes // bytes_per_token)
+    bytes_per_token = len(layer_ids) * target.config.hidden_size * torch.empty(0, dtype=dtype).element_size()
     settings = {
         "input_sha256": content_digest(Path(dataset_dir)),
         "target": target_record(target),
@@ -84,60 +82,101 @@ def build_feature_cache(
         "window_rows": window_rows,
     }
     claim_folder(out_dir, settings, overwrite)
-    done = sorted(out_dir.glob("features-*.safetensors"))
-    shards = [_read_shard_meta(p) for p in done]
-    row = shards[-1]["first_row"] + shards[-1]["num_rows"] if shards else 0
-    pending: list[tuple[torch.Tensor, torch.Tensor]] = []
-    pending_rows: list[int] = []
-    pending_tokens = 0
-
-    def flush() -> None:
-        nonlocal pending_tokens
-        if not pending:
-            return
-        k = len(shards)
-        tensors = {
-            "features": torch.cat([f for f, _ in pending]).contiguous(),
-            "next_ids": torch.cat([n for _, n in pending]).contiguous(),
-            "offsets": torch.tensor([0] + [len(f) for f, _ in pending]).cumsum(0),
-        }
-        path = _shard_file(out_dir, k)
-        tmp = path.with_name(f".{path.name}.tmp")
-        save_file(tensors, str(tmp), metadata={"first_row": str(pending_rows[0])})
-        os.replace(tmp, path)
-        shards.append({"file": path.name, "first_row": pending_rows[0], "num_rows": len(pending_rows)})
-        pending.clear()
-        pending_rows.clear()
-        pending_tokens = 0
-
+    writer = _ShardWriter(out_dir, shard_tokens=max(1, shard_bytes // bytes_per_token))
+    row = writer.next_row
     bar = tqdm(total=manifest["counts"]["tokens"], desc="cache features", unit=" tok", unit_scale=True)
     bar.update(sum(len(r) for r in ds.select(range(row))["input_ids"]) if row else 0)
     while row < len(ds):
         window = ds.select(range(row, min(row + window_rows, len(ds))))["input_ids"]
-        results: list[tuple[torch.Tensor, torch.Tensor] | None] = [None] * len(window)
-        for batch in length_sorted_batches([len(r) for r in window], batch_tokens):
-            feats, next_ids = _forward_rows(target, [window[i] for i in batch], layer_ids, dtype)
-            for j, i in enumerate(batch):
-                n = len(window[i])
-                results[i] = (feats[j, :n].clone(), next_ids[j, :n].clone())
-            bar.update(sum(len(window[i]) for i in batch))
-        pending.extend(results)  # in the set's order: shard k holds a contiguous row range
-        pending_rows.extend(range(row, row + len(window)))
-        pending_tokens += sum(len(r) for r in window)
+        writer.add(row, window, _window_features(target, window, layer_ids, dtype, batch_tokens, bar))
         row += len(window)
-        if pending_tokens >= shard_tokens:  # shards end on window boundaries: a resumed run batches alike
-            flush()
     bar.close()
-    flush()
+    writer.flush()
+    return _write_index(target, dataset_dir, out_dir, ds, manifest, settings, bytes_per_token, writer.shards)
+
+
+class _ShardWriter:
+    """Rows' features gathered in the set's order and written as shards of about `shard_tokens` tokens.
+
+    Shard k holds a contiguous row range and ends on a window boundary, so a resumed run (which starts
+    after the last shard written, `next_row`) batches its windows as an uninterrupted one did."""
+
+    def __init__(self, out_dir: Path, shard_tokens: int) -> None:
+        self.out_dir, self.shard_tokens = out_dir, shard_tokens
+        self.shards = [_read_shard_meta(p) for p in sorted(out_dir.glob("features-*.safetensors"))]
+        self.pending: list[tuple[torch.Tensor, torch.Tensor]] = []
+        self.pending_rows: list[int] = []
+        self.pending_tokens = 0
+
+    @property
+    def next_row(self) -> int:
+        return self.shards[-1]["first_row"] + self.shards[-1]["num_rows"] if self.shards else 0
+
+    def add(self, first_row: int, window: list[list[int]], results: list[tuple[torch.Tensor, torch.Tensor]]) -> None:
+        """A window's rows (from `first_row`): written out once the pending rows reach a shard's tokens."""
+        self.pending.extend(results)
+        self.pending_rows.extend(range(first_row, first_row + len(window)))
+        self.pending_tokens += sum(len(r) for r in window)
+        if self.pending_tokens >= self.shard_tokens:
+            self.flush()
+
+    def flush(self) -> None:
+        if not self.pending:
+            return
+        tensors = {
+            "features": torch.cat([f for f, _ in self.pending]).contiguous(),
+            "next_ids": torch.cat([n for _, n in self.pending]).contiguous(),
+            "offsets": torch.tensor([0] + [len(f) for f, _ in self.pending]).cumsum(0),
+        }
+        path = _shard_file(self.out_dir, len(self.shards))
+        tmp = path.with_name(f".{path.name}.tmp")
+        save_file(tensors, str(tmp), metadata={"first_row": str(self.pending_rows[0])})
+        os.replace(tmp, path)
+        self.shards.append({"file": path.name, "first_row": self.pending_rows[0], "num_rows": len(self.pending_rows)})
+        self.pending.clear()
+        self.pending_rows.clear()
+        self.pending_tokens = 0
+
+
+def _window_features(
+    target: TargetModel,
+    window: list[list[int]],
+    layer_ids: list[int],
+    dtype: torch.dtype,
+    batch_tokens: int,
+    bar: tqdm,
+) -> list[tuple[torch.Tensor, torch.Tensor]]:
+    """Each row's (features, next_ids), in the window's order, from length-sorted batches."""
+    results: list[tuple[torch.Tensor, torch.Tensor] | None] = [None] * len(window)
+    for batch in length_sorted_batches([len(r) for r in window], batch_tokens):
+        feats, next_ids = _forward_rows(target, [window[i] for i in batch], layer_ids, dtype)
+        for j, i in enumerate(batch):
+            n = len(window[i])
+            results[i] = (feats[j, :n].clone(), next_ids[j, :n].clone())
+        bar.update(sum(len(window[i]) for i in batch))
+    return results
+
+
+def _write_index(
+    target: TargetModel,
+    dataset_dir: str | Path,
+    out_dir: Path,
+    ds: Any,
+    manifest: dict[str, Any],
+    settings: dict[str, Any],
+    bytes_per_token: int,
+    shards: list[dict[str, Any]],
+) -> dict[str, Any]:
+    """`index.json`: what the cache holds and what it was made from; printed in one line as well."""
     num_tokens = manifest["counts"]["tokens"]
     index = {
         "created": timestamp(),
         "dataset": str(Path(dataset_dir).resolve()),
         "num_rows": len(ds),
         "num_tokens": num_tokens,
-        "layer_ids": list(layer_ids),
-        "width": width,
-        "dtype": str(dtype).removeprefix("torch."),
+        "layer_ids": settings["layer_ids"],
+        "width": len(settings["layer_ids"]) * target.config.hidden_size,
+        "dtype": settings["dtype"],
         "bytes_per_token": bytes_per_token,
         "bytes_total": sum((out_dir / s["file"]).stat().st_size for s in shards),
         "target": target_record(target),

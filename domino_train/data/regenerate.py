@@ -117,31 +117,16 @@ def regenerate(
         "limit": limit,
     }
     claim_folder(out_dir, settings, overwrite, dependents)
-    rows = read_shards(in_dir)
-    if limit is not None:
-        rows = islice(rows, limit)
-    prepared = in_dir / "summary.json"
-    known = [
-        n for n in (json.loads(prepared.read_text())["kept"] if prepared.is_file() else None, limit) if n is not None
-    ]
-    total = min(known) if known else None
+    rows, total = _prepared_rows(in_dir, limit)
     totals: Counter = Counter()
     start = time.perf_counter()
     bar = tqdm(desc="regenerate", unit=" rows", total=total)
-    for k, chunk in enumerate(_chunks(iter(rows), shard_size)):
-        out, stats_file = shard_path(out_dir, k), shard_path(out_dir, k).with_suffix(".stats.json")
-        if out.is_file() and stats_file.is_file():
-            totals.update(json.loads(stats_file.read_text()))
-            bar.update(len(chunk))
-            continue
-        shard_start = time.perf_counter()
-        kept, stats = regenerate_rows(backend, chunk, seed, max_new_tokens)
-        stats["seconds"] = round(time.perf_counter() - shard_start, 3)
-        write_json_atomic(stats_file, dict(stats))
-        write_jsonl_atomic(out, kept)
+    for k, chunk in enumerate(_chunks(rows, shard_size)):
+        stats, resumed = _shard(backend, chunk, shard_path(out_dir, k), seed, max_new_tokens)
         totals.update(stats)
         bar.update(len(chunk))
-        bar.set_postfix(tok_s=f"{stats['output_tokens'] / max(stats['seconds'], 1e-9):.1f}")
+        if not resumed:
+            bar.set_postfix(tok_s=f"{stats['output_tokens'] / max(stats['seconds'], 1e-9):.1f}")
     bar.close()
     summary = dict(sorted(totals.items()))
     summary["output_tokens_per_s"] = round(totals["output_tokens"] / max(totals["seconds"], 1e-9), 2)
@@ -153,3 +138,31 @@ def regenerate(
             shard.with_suffix(".stats.json").unlink(missing_ok=True)
         raise nothing_kept("regenerate", counted_drops(totals))
     return summary
+
+
+def _prepared_rows(in_dir: Path, limit: int | None) -> tuple[Iterator[dict[str, Any]], int | None]:
+    """The prepared rows to regenerate (the first `limit`), and how many there are where known."""
+    rows = read_shards(in_dir)
+    if limit is not None:
+        rows = islice(rows, limit)
+    prepared = in_dir / "summary.json"
+    known = [
+        n for n in (json.loads(prepared.read_text())["kept"] if prepared.is_file() else None, limit) if n is not None
+    ]
+    return iter(rows), min(known) if known else None
+
+
+def _shard(
+    backend: Any, chunk: list[dict[str, Any]], out: Path, seed: int, max_new_tokens: int
+) -> tuple[Counter | dict[str, Any], bool]:
+    """Shard `out` regenerated from `chunk`, or read back where an earlier run finished it: its counters
+    (written beside it, `.stats.json`) and whether it was read back."""
+    stats_file = out.with_suffix(".stats.json")
+    if out.is_file() and stats_file.is_file():
+        return json.loads(stats_file.read_text()), True
+    shard_start = time.perf_counter()
+    kept, stats = regenerate_rows(backend, chunk, seed, max_new_tokens)
+    stats["seconds"] = round(time.perf_counter() - shard_start, 3)
+    write_json_atomic(stats_file, dict(stats))
+    write_jsonl_atomic(out, kept)
+    return stats, False

@@ -58,61 +58,73 @@ def iter_json_array(f: TextIO, max_record_chars: int = 64 << 20, name: str = "<j
     record cut by the end of the file is `MalformedRow("truncated")`. A leading byte-order mark is skipped.
     """
     decoder = json.JSONDecoder()
-    buf, pos, eof = "", 0, False
-    counted, line = 0, 1  # buf[counted] lies on line `line`: newlines are counted once, as pos advances
-
-    def line_at(p: int) -> int:
-        nonlocal counted, line
-        line += buf.count("\n", counted, p)
-        counted = p
-        return line
-
-    def drop_read() -> None:  # forget buf[:pos]
-        nonlocal buf, pos, counted
-        line_at(pos)
-        buf, pos, counted = buf[pos:], 0, 0
-
-    def fill() -> None:
-        nonlocal buf, eof
-        drop_read()
-        chunk = f.read(_CHUNK)
-        eof = not chunk
-        buf += chunk
-
-    fill()
-    pos = len(buf) - len(buf.lstrip("\ufeff \t\r\n"))
-    if not buf.startswith("[", pos):
+    r = _Buffer(f)
+    r.fill()
+    r.pos = len(r.buf) - len(r.buf.lstrip("\ufeff \t\r\n"))
+    if not r.buf.startswith("[", r.pos):
         raise ValueError("not a JSON array (expected '[' at the start)")
-    pos += 1
-    while True:
-        while True:  # skip separators, reading on when the buffer runs dry
-            while pos < len(buf) and buf[pos] in " \t\r\n,":
-                pos += 1
-            if pos < len(buf) or eof:
-                break
-            fill()
-        if pos >= len(buf) or buf[pos] == "]":
-            return
-        where = f"{name}:{line_at(pos)}"
+    r.pos += 1
+    while r.at_next_value():
+        buf, pos = r.buf, r.pos
+        where = f"{name}:{r.line_at(pos)}"
         try:
             obj, end = decoder.raw_decode(buf, pos)
         except json.JSONDecodeError:
             end = _value_end(buf, pos)
             if end is None:
-                if eof:
+                if r.eof:
                     yield where, MalformedRow("truncated")
                     return
                 if len(buf) - pos > max_record_chars:
                     raise ValueError(f"a JSON record exceeds {max_record_chars} characters") from None
-                fill()
+                r.fill()
                 continue
             yield where, MalformedRow("not_utf8" if _NOT_UTF8.search(buf, pos, end) else "malformed_json")
-            pos = end
+            r.pos = end
             continue
         yield where, MalformedRow("not_utf8") if _NOT_UTF8.search(buf, pos, end) else obj
-        pos = end
-        if pos > _CHUNK and not eof:
-            drop_read()
+        r.pos = end
+        if r.pos > _CHUNK and not r.eof:
+            r.drop_read()
+
+
+class _Buffer:
+    """The unread part of a text file, read in `_CHUNK`s, with the line number of any position in it.
+
+    `buf[counted]` lies on line `line`: newlines are counted once, as positions advance, and the text
+    before `pos` is forgotten (`drop_read`) once it is long, so memory stays within a chunk and a record."""
+
+    def __init__(self, f: TextIO) -> None:
+        self.f = f
+        self.buf, self.pos, self.eof = "", 0, False
+        self.counted, self.line = 0, 1
+
+    def line_at(self, p: int) -> int:
+        self.line += self.buf.count("\n", self.counted, p)
+        self.counted = p
+        return self.line
+
+    def drop_read(self) -> None:
+        """Forget `buf[:pos]`."""
+        self.line_at(self.pos)
+        self.buf, self.pos, self.counted = self.buf[self.pos :], 0, 0
+
+    def fill(self) -> None:
+        """Forget what was read and append the next chunk (`eof` once there is none)."""
+        self.drop_read()
+        chunk = self.f.read(_CHUNK)
+        self.eof = not chunk
+        self.buf += chunk
+
+    def at_next_value(self) -> bool:
+        """Skip separators (reading on when the buffer runs dry); False at the array's end or the file's."""
+        while True:
+            while self.pos < len(self.buf) and self.buf[self.pos] in " \t\r\n,":
+                self.pos += 1
+            if self.pos < len(self.buf) or self.eof:
+                break
+            self.fill()
+        return self.pos < len(self.buf) and self.buf[self.pos] != "]"
 
 
 def iter_file(path: Path) -> Iterator[Located]:

@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import inspect
 from typing import Any
 
 import torch
@@ -71,3 +72,14 @@ class SyntheticDataModule(DominoDataModule):
 
     labels = "text"
     feature_layer_ids = None
+
+
+def standing_in(**settings: Any) -> SyntheticDataModule:
+    """The synthetic corpus standing in for an experiment's data set (`debug=cpu`, conf/debug/cpu.yaml).
+
+    The experiment's `data` keys are merged under this node by Hydra, which cannot remove keys; those only
+    a tokenized set reads (`path`, `features_path`, `labels`, ...) describe data the check does without,
+    so they are dropped here and the module's own keys are kept.
+    """
+    own = inspect.signature(SyntheticDataModule).parameters
+    return SyntheticDataModule(**{key: value for key, value in settings.items() if key in own})

@@ -16,7 +16,7 @@ import json
 import shutil
 import tempfile
 from collections import Counter
-from collections.abc import Sequence
+from collections.abc import Iterator, Sequence
 from pathlib import Path
 from typing import Any
 
@@ -59,33 +59,13 @@ def tokenize(
     counts: Counter = Counter()
     drops = Drops()  # the first examples of each reason, for the error when no row is kept
     input_sha256 = content_digest(in_dir)
-
-    def rows():
-        for row in read_shards(in_dir):
-            counts["rows_in"] += 1
-            try:
-                pieces = tokenize_conversation(
-                    target.tokenizer, row["conversations"], max_length, target.chat_template_kwargs, end_of_turn
-                )
-            except MalformedRow as e:
-                counts[f"dropped_{e.reason}"] += 1
-                drops.add(e.reason, f"row {row['id']}", e.detail)
-                continue
-            counts["conversations"] += 1
-            for ids, mask in pieces:  # several when the template renders earlier turns unlike their prompts
-                counts["rows"] += 1
-                counts["tokens"] += len(ids)
-                counts["assistant_tokens"] += sum(mask)
-                counts["truncated"] += int(len(ids) == max_length)
-                yield {"id": row["id"], "input_ids": ids, "loss_mask": mask}
-
     out_dir.parent.mkdir(parents=True, exist_ok=True)
     tmp = Path(tempfile.mkdtemp(dir=out_dir.parent, prefix=f".{out_dir.name}-"))
     try:
         # Rows stream into one Arrow file, then `save_to_disk` shards it: memory stays flat.
         arrow_file = tmp / "rows.arrow"
         with ArrowWriter(features=FEATURES, path=str(arrow_file)) as writer:
-            for row in rows():
+            for row in _tokenized_rows(target, in_dir, max_length, end_of_turn, counts, drops):
                 writer.write(row)
             writer.finalize()
         if not counts["rows"]:
@@ -108,6 +88,35 @@ def tokenize(
         shutil.rmtree(tmp, ignore_errors=True)
     print(f"tokenize: {dict(sorted(counts.items()))}")
     return manifest
+
+
+def _tokenized_rows(
+    target: TargetModel,
+    in_dir: Path,
+    max_length: int,
+    end_of_turn: str | None,
+    counts: Counter,
+    drops: Drops,
+) -> Iterator[dict[str, Any]]:
+    """The rows of the conversations in `in_dir`, tokenized, as they are read; `counts` and `drops` say
+    what was read, kept and dropped."""
+    for row in read_shards(in_dir):
+        counts["rows_in"] += 1
+        try:
+            pieces = tokenize_conversation(
+                target.tokenizer, row["conversations"], max_length, target.chat_template_kwargs, end_of_turn
+            )
+        except MalformedRow as e:
+            counts[f"dropped_{e.reason}"] += 1
+            drops.add(e.reason, f"row {row['id']}", e.detail)
+            continue
+        counts["conversations"] += 1
+        for ids, mask in pieces:  # several when the template renders earlier turns unlike their prompts
+            counts["rows"] += 1
+            counts["tokens"] += len(ids)
+            counts["assistant_tokens"] += sum(mask)
+            counts["truncated"] += int(len(ids) == max_length)
+            yield {"id": row["id"], "input_ids": ids, "loss_mask": mask}
 
 
 def read_manifest(path: str | Path) -> dict[str, Any]:

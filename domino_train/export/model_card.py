@@ -130,13 +130,6 @@ def _decoding(results: dict[str, Any]) -> list[str]:
     return lines
 
 
-def run_metrics(trainer: Any) -> dict[str, float]:
-    """The scalars a card reports: the run's last logged metrics and its optimizer step."""
-    metrics = {k: float(v) for k, v in trainer.callback_metrics.items() if v.numel() == 1}
-    metrics["step"] = float(trainer.global_step)
-    return metrics
-
-
 def write_model_card(
     dirpath: Path,
     config: DrafterConfig,

@@ -21,7 +21,7 @@ from typing import Any
 import lightning as L
 import torch
 
-from domino_train.export.model_card import run_metrics
+from domino_train.method.metrics import run_metrics
 from domino_train.method.objectives import (
     acceptance_stats,
     block_targets,

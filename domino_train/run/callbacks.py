@@ -14,7 +14,7 @@ from lightning.pytorch.callbacks import Callback
 from lightning.pytorch.loops.evaluation_loop import RestartStage
 
 from domino_train.export.folder import write_export
-from domino_train.export.model_card import run_metrics
+from domino_train.method.metrics import run_metrics
 
 
 class RedoDueValidation(Callback):

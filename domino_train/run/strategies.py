@@ -29,7 +29,7 @@ class _SpawnWithoutWeightTransfer(_MultiProcessingLauncher):
     """Spawned workers export and checkpoint the drafter themselves; under ZeRO-3 rank 0's state_dict
     holds only its shard, so the weights are not loaded back into the main process."""
 
-    def _recover_results_in_main_process(self, worker_output, trainer) -> None:  # noqa: ANN001
+    def _recover_results_in_main_process(self, worker_output, trainer) -> None:
         if worker_output.weights_path is not None:
             os.remove(worker_output.weights_path)
         super()._recover_results_in_main_process(worker_output._replace(weights_path=None), trainer)

@@ -1,4 +1,10 @@
-"""The inference CLIs: `domino-decode` and `domino-describe`.
+"""The inference CLIs, `domino-decode` and `domino-describe`, and the plumbing every console script shares.
+
+The plumbing: `errors.py` (one-line errors, Ctrl-C), `config_keys.py` (unknown config keys refused) and
+`target_folder.py` (`target=<folder>`). `domino-train` and `domino-data` use it too; it lives here because
+training may import `inference`, never the reverse, and it stays here rather than in a package of its own
+because recorded runs name `inference.cli.errors.WritableRunFolder` and importing it sets the wait policy
+below for every command that uses it.
 
 They decode on the CPU threads of what is often a shared machine. With OpenMP's default wait policy a
 thread that reaches a barrier first spins, so when another process takes one of two cores every op waits

@@ -6,10 +6,11 @@ method table and `DecodeOptions` / `TreeOptions` (options.py) a decoder's typed 
 draft -> verify -> commit loop that the chain decoders (`chain/`) and the tree decoders (`tree/`) plug
 into. Each family folder holds its decoder (`decoder.py`), its verification rules (`verify.py`) and its
 drafting: the chain's reference rollout is `chain/decoder.py:draft_chain` and its graphed one
-`chain/rollout.py`; the tree's heap and reference expander are `tree/build.py` and its graphed expander
-`tree/expander.py`. `sampling.py` is the one temperature / top-k / top-p transform that drafting,
-verification and plain sampling share; `batch_generation.py` samples many prompts from the target alone in
-one left-padded batch (the data pipeline's regeneration).
+`chain/rollout.py` (both run the head's one rollout, `inference.drafter.rollout`); the tree's heap and
+reference expander are `tree/build.py` and its graphed expander `tree/expander.py`. `sampling.py` is the
+one temperature / top-k / top-p transform that drafting, verification and plain sampling share;
+`batch_generation.py` samples many prompts from the target alone in one left-padded batch (the data
+pipeline's regeneration).
 """
 
 from inference.decoding.api import build_decoder, generate, prompt_ids

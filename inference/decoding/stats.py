@@ -41,11 +41,6 @@ class GenerationStats:
         """Mean tokens committed per verify round; None when no round ran (e.g. max_new_tokens = 1)."""
         return sum(self.accept_lengths) / self.rounds if self.rounds else None
 
-    @property
-    def time_per_output_token(self) -> float | None:
-        """Decode time per output token (the DFlash / DDTree harness convention; prefill excluded)."""
-        return self.decode_s / self.output_tokens if self.output_tokens else None
-
     def stage_seconds(self) -> dict[str, float]:
         return {
             "prefill": self.prefill_s,

@@ -27,14 +27,14 @@ def anchor_block_mask(anchors: torch.Tensor, context_len: int, block_size: int) 
     return torch.cat([sees_ctx, sees_blk], dim=-1).unsqueeze(1)
 
 
-def anchor_flex_block_mask(anchors: torch.Tensor, context_len: int, block_size: int):  # noqa: ANN201
+def anchor_flex_block_mask(anchors: torch.Tensor, context_len: int, block_size: int):
     """The same mask as a flex-attention `BlockMask` (sparse: skips fully masked tiles on GPU)."""
     from torch.nn.attention.flex_attention import create_block_mask
 
     b, num_blocks = anchors.shape
     n_q = num_blocks * block_size
 
-    def mask_mod(batch, head, q_idx, kv_idx):  # noqa: ANN001, ANN202
+    def mask_mod(batch, head, q_idx, kv_idx):
         q_blk = q_idx // block_size
         is_ctx = kv_idx < context_len
         sees_ctx = is_ctx & (kv_idx < anchors[batch, q_blk])

@@ -16,6 +16,7 @@ from __future__ import annotations
 import json
 import os
 import tempfile
+from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
@@ -25,13 +26,11 @@ from safetensors.torch import save_file
 
 from inference.drafter.config import DrafterConfig
 from inference.drafter.draft_vocab import BUFFER_DTYPES
+from inference.drafter.weight_names import HEAD_PREFIXES, canonical_key, to_module, to_public
 
 CONFIG_NAME = "config.json"
 WEIGHTS_NAME = "model.safetensors"
-_SUBMODULE_PREFIXES = ("backbone.", "head.")
 _VOCAB_MAP_DTYPES = {k: str(v).removeprefix("torch.") for k, v in BUFFER_DTYPES.items()}  # never cast
-_KEY_ALIASES = (("logit_head.prefix_gru.", "prefix_gru."), ("logit_head.embed_proj.", "embed_proj."))
-_HEAD_PREFIXES = ("prefix_gru.", "embed_proj.")
 _ALLOWED_DTYPES = {"bfloat16": torch.bfloat16, "float16": torch.float16, "float32": torch.float32}
 
 
@@ -40,19 +39,8 @@ class DrafterCheckpointError(ValueError):
 
 
 def export_state_dict(drafter: torch.nn.Module) -> dict[str, torch.Tensor]:
-    """The drafter's weights under the public checkpoints' flat key names."""
-    out = {}
-    for name, tensor in drafter.state_dict().items():
-        if name in _VOCAB_MAP_DTYPES:
-            out[name] = tensor
-            continue
-        for prefix in _SUBMODULE_PREFIXES:
-            if name.startswith(prefix):
-                out[name[len(prefix) :]] = tensor
-                break
-        else:
-            raise AssertionError(f"unexpected drafter parameter {name!r}")
-    return out
+    """The drafter's weights under the public checkpoints' flat key names (`weight_names`)."""
+    return {to_public(name): tensor for name, tensor in drafter.state_dict().items()}
 
 
 def save_checkpoint(drafter: torch.nn.Module, path: str | Path, dtype: torch.dtype = torch.bfloat16) -> Path:
@@ -75,13 +63,8 @@ def save_checkpoint(drafter: torch.nn.Module, path: str | Path, dtype: torch.dty
     return path
 
 
-def read_config(
-    path: str | Path, target_num_layers: int | None = None, target_mask_token_id: int | None = None
-) -> DrafterConfig:
-    """Parse `path/config.json` into a `DrafterConfig` (DrafterCheckpointError on any problem).
-
-    `target_num_layers` / `target_mask_token_id` fill in what a public config may leave to the target.
-    """
+def read_config_json(path: str | Path) -> dict[str, Any]:
+    """`path/config.json` as a dict (DrafterCheckpointError when the folder, the file or its JSON is wrong)."""
     path = Path(path)
     if not path.is_dir():
         raise DrafterCheckpointError(f"{path}: no such drafter folder (expected a directory with {CONFIG_NAME})")
@@ -89,14 +72,28 @@ def read_config(
     if not cfg_file.is_file():
         raise DrafterCheckpointError(f"{path}: {CONFIG_NAME} is missing; is this a drafter export folder?")
     try:
-        raw = json.loads(cfg_file.read_text())
+        return json.loads(cfg_file.read_text())
     except (json.JSONDecodeError, UnicodeDecodeError) as e:
         raise DrafterCheckpointError(f"{cfg_file}: not valid JSON ({e})") from e
+
+
+def read_config(
+    path: str | Path,
+    target_num_layers: int | None = None,
+    target_mask_token_id: int | None = None,
+    raw: dict[str, Any] | None = None,
+) -> DrafterConfig:
+    """Parse `path/config.json` into a `DrafterConfig` (DrafterCheckpointError on any problem).
+
+    `target_num_layers` / `target_mask_token_id` fill in what a public config may leave to the target.
+    `raw`: the file as `read_config_json` already read it (it is then not read again).
+    """
+    raw = read_config_json(path) if raw is None else raw
     try:
         return DrafterConfig.from_hf_dict(raw, target_num_layers, target_mask_token_id)
     except (KeyError, TypeError, ValueError) as e:
         detail = f"missing field {e}" if isinstance(e, KeyError) else str(e)
-        raise DrafterCheckpointError(f"{cfg_file}: {detail}") from e
+        raise DrafterCheckpointError(f"{Path(path) / CONFIG_NAME}: {detail}") from e
 
 
 def target_mismatches(config: DrafterConfig, target_config: Any) -> list[str]:
@@ -133,17 +130,8 @@ def wrong_target(config: DrafterConfig, target_config: Any) -> str | None:
     )
 
 
-def canonical_key(key: str) -> str:
-    """A weight name as our loader knows it: public checkpoints also spell keys with SGLang's optional
-    `model.` prefix, and early SpecForge Domino checkpoints keep the head under `logit_head.`."""
-    key = key.removeprefix("model.")
-    for old, new in _KEY_ALIASES:
-        if key.startswith(old):
-            return new + key[len(old) :]
-    return key
-
-
 def _read_tensors(weights: Path) -> tuple[dict[str, torch.Tensor], dict[str, tuple[str, tuple[int, ...]]]]:
+    """The file's tensors and their (dtype name, shape), under `canonical_key` names."""
     try:
         with safe_open(str(weights), framework="pt") as f:
             meta = {}
@@ -169,43 +157,30 @@ def _read_tensors(weights: Path) -> tuple[dict[str, torch.Tensor], dict[str, tup
     return tensors, meta
 
 
-def load_checkpoint(
-    model: torch.nn.Module, path: str | Path, target_config: Any | None = None, dtype: torch.dtype | None = None
-) -> None:
-    """Validate `path`'s weights against `model` (built from `read_config(path)`, e.g. on meta) and load them.
+@dataclass
+class CheckpointAudit:
+    """What `audit_checkpoint` found: every problem, the lead cause to name first, and what a load needs."""
 
-    `dtype=None` keeps the file's dtype. With `target_config`, also check the drafter fits that target.
-    """
-    path = Path(path)
-    config = model.config
-    problems, lead = [], ""
-    if target_config is not None:
-        cause = wrong_target(config, target_config)
-        lead = f"{cause}. Details: " if cause else ""
-        problems += [f"does not match the target: {p}" for p in target_mismatches(config, target_config)]
-    weights = path / WEIGHTS_NAME
-    if not weights.is_file():
-        if (path / "pytorch_model.bin").is_file():
-            problems.append(
-                f"{WEIGHTS_NAME} is missing (pickled pytorch_model.bin is not loaded: convert it to safetensors)"
-            )
-        else:
-            problems.append(f"{WEIGHTS_NAME} is missing")
-        raise DrafterCheckpointError(f"{path}: {lead}" + "; ".join(problems))
-    tensors, meta = _read_tensors(weights)
+    problems: list[str] = field(default_factory=list)
+    lead: str = ""  # the drafter was trained for another target: said before the details
+    tensors: dict[str, torch.Tensor] = field(default_factory=dict)  # by public key (`canonical_key`)
+    file_dtype: torch.dtype | None = None  # the float dtype the weights are stored in
 
-    expected = {k: tuple(v.shape) for k, v in export_state_dict(model).items()}
-    raw = json.loads((path / CONFIG_NAME).read_text())
-    declared = raw.get("torch_dtype") or raw.get("dtype")
-    if declared is not None and declared not in _ALLOWED_DTYPES:
-        problems.append(f"config dtype {declared!r} is not one of {sorted(_ALLOWED_DTYPES)}")
-    for key in sorted(set(expected) - set(meta)):
-        problems.append(f"missing key {key}")
+    def raise_if_any(self, path: Path) -> None:
+        if self.problems:
+            raise DrafterCheckpointError(f"{path}: {self.lead}" + "; ".join(self.problems))
+
+
+def _key_problems(
+    expected: dict[str, tuple[int, ...]], meta: dict[str, tuple[str, tuple[int, ...]]], declared: Any, has_head: bool
+) -> list[str]:
+    """Missing and unexpected keys, wrong shapes and dtypes, in that order."""
+    problems = [f"missing key {key}" for key in sorted(set(expected) - set(meta))]
     for key in sorted(set(meta) - set(expected)):
         hint = ""
         if "embed_tokens" in key or "lm_head" in key:
             hint = " (the drafter must not hold the target's embedding / lm_head)"
-        elif key.startswith(_HEAD_PREFIXES) and not config.has_head:
+        elif key.startswith(HEAD_PREFIXES) and not has_head:
             hint = (
                 " (a Domino head, but the config declares none: set dflash_config.projector_type to 'domino' "
                 "with its emb_dim and gru_hidden_dim)"
@@ -222,22 +197,61 @@ def load_checkpoint(
             problems.append(f"{key}: dtype {file_dtype} != config's {declared}")
         elif file_dtype not in _ALLOWED_DTYPES:
             problems.append(f"{key}: dtype {file_dtype} is not a float dtype a drafter can use")
+    return problems
+
+
+def audit_checkpoint(
+    model: torch.nn.Module, path: str | Path, target_config: Any | None = None, raw: dict[str, Any] | None = None
+) -> CheckpointAudit:
+    """Every problem of `path`'s weights for `model` (built from `read_config(path)`) and, with
+    `target_config`, for that target; a file that cannot be read at all raises `DrafterCheckpointError`.
+
+    `raw`: `config.json` as `read_config_json` already read it. Without weights the audit stops there.
+    """
+    path, config, audit = Path(path), model.config, CheckpointAudit()
+    if target_config is not None:
+        cause = wrong_target(config, target_config)
+        audit.lead = f"{cause}. Details: " if cause else ""
+        audit.problems += [f"does not match the target: {p}" for p in target_mismatches(config, target_config)]
+    weights = path / WEIGHTS_NAME
+    if not weights.is_file():
+        pickled = (path / "pytorch_model.bin").is_file()
+        hint = " (pickled pytorch_model.bin is not loaded: convert it to safetensors)" if pickled else ""
+        audit.problems.append(f"{WEIGHTS_NAME} is missing{hint}")
+        return audit
+    audit.tensors, meta = _read_tensors(weights)
+    raw = read_config_json(path) if raw is None else raw
+    declared = raw.get("torch_dtype") or raw.get("dtype")
+    if declared is not None and declared not in _ALLOWED_DTYPES:
+        audit.problems.append(f"config dtype {declared!r} is not one of {sorted(_ALLOWED_DTYPES)}")
+    expected = {k: tuple(v.shape) for k, v in export_state_dict(model).items()}
+    audit.problems += _key_problems(expected, meta, declared, config.has_head)
     float_dtypes = {d for k, (d, _) in meta.items() if k not in _VOCAB_MAP_DTYPES}
     if declared is None and len(float_dtypes) > 1:
-        problems.append(f"mixed dtypes {sorted(float_dtypes)} and no dtype in the config")
-    if problems:
-        raise DrafterCheckpointError(f"{path}: {lead}" + "; ".join(problems))
+        audit.problems.append(f"mixed dtypes {sorted(float_dtypes)} and no dtype in the config")
+    if not audit.problems:
+        audit.file_dtype = _ALLOWED_DTYPES[declared or next(iter(float_dtypes))]
+    return audit
 
-    load_dtype = dtype or _ALLOWED_DTYPES[declared or next(iter(float_dtypes))]
-    names = set(model.state_dict())
-    prefixed = {}
-    for key, t in tensors.items():
-        if key in _VOCAB_MAP_DTYPES:
-            prefixed[key] = t
-            continue
-        full = next(p + key for p in _SUBMODULE_PREFIXES if p + key in names)
-        prefixed[full] = t.to(load_dtype)
-    model.load_state_dict(prefixed, strict=True, assign=True)
+
+def load_checkpoint(
+    model: torch.nn.Module,
+    path: str | Path,
+    target_config: Any | None = None,
+    dtype: torch.dtype | None = None,
+    raw: dict[str, Any] | None = None,
+) -> None:
+    """Validate `path`'s weights against `model` (built from `read_config(path)`, e.g. on meta) and load them.
+
+    `dtype=None` keeps the file's dtype. With `target_config`, also check the drafter fits that target.
+    `raw`: `config.json` as `read_config_json` already read it. Raises `DrafterCheckpointError` naming every
+    problem `audit_checkpoint` finds.
+    """
+    audit = audit_checkpoint(model, path, target_config, raw)
+    audit.raise_if_any(Path(path))
+    load_dtype = dtype or audit.file_dtype
+    state = {to_module(key): t if key in _VOCAB_MAP_DTYPES else t.to(load_dtype) for key, t in audit.tensors.items()}
+    model.load_state_dict(state, strict=True, assign=True)
     vocab_problems = model.vocab.problems()
     if vocab_problems:
         raise DrafterCheckpointError(f"{path}: " + "; ".join(vocab_problems))

@@ -6,8 +6,11 @@ embeddings). Draft token `j` (1-based) gets `L_j = L_base_j + W2 . SiLU(W1 . [H_
 draft id, like the base logits it corrects. Because the correction lives in logit space the
 backbone and the lm_head run once per block; only the GRU step and the rank-r update are sequential.
 
-Decoding needs the pieces separately: one GRU `step`, and the `correction` for a (hidden, state) pair,
-either over the full vocabulary or over a candidate id subset (DominoTree's top-M).
+The GRU's steps are named by when they run: in training through the `nn.GRU` module
+(`teacher_forced_states`, `training_step`), in decoding as the cell written out (`decoding_gates`,
+`decoding_first_step`, `decoding_step`); `inference.drafter.rollout` rolls a block out with either. The
+`correction` for a (hidden, state) pair is over the full vocabulary or a candidate id subset (DominoTree's
+top-M).
 """
 
 from __future__ import annotations
@@ -46,14 +49,30 @@ class DominoHead(nn.Module):
         """The state before any token: zeros [batch, G]."""
         return torch.zeros(batch_size, self.gru_hidden_dim, device=device, dtype=dtype)
 
-    def input_projection(self, token_embeds: torch.Tensor) -> torch.Tensor:
+    # ------------------------------------------------------------ training: through the nn.GRU module
+    # (its forward hooks gather DeepSpeed ZeRO-3 shards, which reading the raw weights would miss)
+    def teacher_forced_states(self, token_embeds: torch.Tensor) -> torch.Tensor:
+        """All states of a teacher-forced sequence [n, L, H] -> [n, L, G]; index j = after tokens 0..j."""
+        states, _ = self.prefix_gru(token_embeds)
+        return states
+
+    def training_step(self, token_embeds: torch.Tensor, state: torch.Tensor) -> torch.Tensor:
+        """The state [..., G] after also consuming `token_embeds` [..., H]: training-time testing's step."""
+        lead = state.shape[:-1]
+        x = token_embeds.reshape(-1, 1, token_embeds.shape[-1])
+        _, h = self.prefix_gru(x, state.reshape(1, -1, state.shape[-1]).contiguous())
+        return h.view(*lead, -1)
+
+    # ------------------------------------------------------------ decoding: the cell written out
+    # (the same arithmetic as `nn.GRU`'s up to rounding: cheaper per call, capturable in CUDA graphs)
+    def decoding_gates(self, token_embeds: torch.Tensor) -> torch.Tensor:
         """W_ih . x for token embeddings [..., H] -> [..., 3G] (gates r, z, n); tabulable per token id."""
         if self.packed_gru is not None:
             return self.packed_gru[0](token_embeds)
         return F.linear(token_embeds, self.prefix_gru.weight_ih_l0)
 
-    def step_projected(self, gi: torch.Tensor, state: torch.Tensor) -> torch.Tensor:
-        """One GRU step from a precomputed input projection `gi` [..., 3G] and a state [..., G]."""
+    def decoding_step(self, gi: torch.Tensor, state: torch.Tensor) -> torch.Tensor:
+        """One GRU step from a token's gates `gi` [..., 3G] (`decoding_gates`) and a state [..., G]."""
         gh = self.packed_gru[1](state) if self.packed_gru is not None else F.linear(state, self.prefix_gru.weight_hh_l0)
         i_r, i_z, i_n = gi.chunk(3, dim=-1)
         h_r, h_z, h_n = gh.chunk(3, dim=-1)
@@ -62,39 +81,29 @@ class DominoHead(nn.Module):
         n = torch.tanh(i_n + r * h_n)
         return n + z * (state - n)
 
-    def first_step_projected(self, gi: torch.Tensor) -> torch.Tensor:
-        """`step_projected` from the zero state (`init_state`), bit for bit, without the W_hh . 0 product: the
+    def decoding_first_step(self, gi: torch.Tensor) -> torch.Tensor:
+        """`decoding_step` from the zero state (`init_state`), bit for bit, without the W_hh . 0 product: the
         first GRU step of every draft, where that product would read W_hh from memory for nothing."""
         _, i_z, i_n = gi.chunk(3, dim=-1)
-        # contiguous like the sums `step_projected` feeds them: a strided view takes a kernel that rounds differently
+        # contiguous like the sums `decoding_step` feeds them: a strided view takes a kernel that rounds differently
         z = torch.sigmoid(i_z.contiguous())
         n = torch.tanh(i_n.contiguous())
         return n - z * n
 
-    def first_step(self, token_embeds: torch.Tensor) -> torch.Tensor:
-        """`step(token_embeds, init_state(...))`, bit for bit (`first_step_projected`)."""
-        return self.first_step_projected(self.input_projection(token_embeds))
+    # ------------------------------------------------------------ the earlier names, kept for their callers
+    encode = teacher_forced_states
+    gru_step = training_step
+    input_projection = decoding_gates
+    step_projected = decoding_step
+    first_step_projected = decoding_first_step
 
     def step(self, token_embeds: torch.Tensor, state: torch.Tensor) -> torch.Tensor:
-        """One GRU step: the state after also consuming `token_embeds` [..., H] (decoding).
+        """`decoding_step` on token embeddings [..., H]."""
+        return self.decoding_step(self.decoding_gates(token_embeds), state)
 
-        The cell's arithmetic written out (the same as `nn.GRU`'s up to rounding): cheaper per call than
-        the module, capturable in CUDA graphs, and shared by every decoder and tree builder.
-        """
-        return self.step_projected(self.input_projection(token_embeds), state)
-
-    def gru_step(self, token_embeds: torch.Tensor, state: torch.Tensor) -> torch.Tensor:
-        """`step` through the `nn.GRU` module (training): its forward hooks gather DeepSpeed ZeRO-3 shards,
-        which reading the raw weights would miss."""
-        lead = state.shape[:-1]
-        x = token_embeds.reshape(-1, 1, token_embeds.shape[-1])
-        _, h = self.prefix_gru(x, state.reshape(1, -1, state.shape[-1]).contiguous())
-        return h.view(*lead, -1)
-
-    def encode(self, token_embeds: torch.Tensor) -> torch.Tensor:
-        """All states of a teacher-forced sequence [n, L, H] -> [n, L, G]; index j = after tokens 0..j."""
-        states, _ = self.prefix_gru(token_embeds)
-        return states
+    def first_step(self, token_embeds: torch.Tensor) -> torch.Tensor:
+        """`decoding_first_step` on token embeddings [..., H]: `step(token_embeds, init_state(...))`, bit for bit."""
+        return self.decoding_first_step(self.decoding_gates(token_embeds))
 
     def correction(
         self, hidden: torch.Tensor, state: torch.Tensor, candidate_ids: torch.Tensor | None = None

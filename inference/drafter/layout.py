@@ -103,6 +103,27 @@ def _int(value: Any, name: str) -> int:
 
 def public_fields(d: dict[str, Any], target_num_layers: int | None, target_mask_token_id: int | None) -> dict[str, Any]:
     """The drafter-specific DrafterConfig fields of a public config (rules in the comment above)."""
+    head = _head(d)
+    num_target_layers, layer_ids = _target_layers(d, target_num_layers)
+    mask_token_id = _mask_token_id(d, target_mask_token_id)
+    shift_label = lookup(d, "shift_label", False)
+    if not isinstance(shift_label, bool):
+        raise ValueError(f"dflash_config.shift_label must be true or false, got {shift_label!r}")
+    fields: dict[str, Any] = dict(
+        num_target_layers=num_target_layers,
+        target_layer_ids=layer_ids,
+        mask_token_id=_int(mask_token_id, "dflash_config.mask_token_id"),
+        block_size=_int(lookup(d, "block_size", 16), "block_size"),
+        head=head,
+        shift_label=shift_label,
+        pure_draft_prefix_len=_int(lookup(d, "pure_draft_prefix_len", 0), "dflash_config.pure_draft_prefix_len"),
+    )
+    return fields if head is None else {**fields, **_head_fields(d)}
+
+
+def _head(d: dict[str, Any]) -> str | None:
+    """The drafter's head (`domino`, or None for plain DFlash) from its architecture and projector_type,
+    after refusing what is not a drafter or uses an attention mode not implemented here."""
     archs = d.get("architectures") or [None]
     arch = archs[0]
     if arch not in (DOMINO_ARCHITECTURE, DFLASH_ARCHITECTURE):
@@ -127,8 +148,11 @@ def public_fields(d: dict[str, Any], target_num_layers: int | None, target_mask_
             f"{hint}unsupported dflash_config.projector_type {projector!r} "
             f"(known: {sorted(PROJECTOR_ALIASES)}; leave it out for a plain DFlash drafter)"
         )
-    head = PROJECTOR_ALIASES.get(projector)
+    return PROJECTOR_ALIASES.get(projector)
 
+
+def _target_layers(d: dict[str, Any], target_num_layers: int | None) -> tuple[int, list[int]]:
+    """The target's layer count and the ids of the layers the drafter reads (the default rule when absent)."""
     num_hidden_layers = d["num_hidden_layers"]
     num_target_layers = lookup(d, "num_target_layers", target_num_layers)
     if num_target_layers is None:
@@ -142,34 +166,29 @@ def public_fields(d: dict[str, Any], target_num_layers: int | None, target_mask_
         layer_ids = default_target_layer_ids(num_target_layers, num_hidden_layers)
     elif not isinstance(layer_ids, list) or not layer_ids:
         raise ValueError(f"dflash_config.target_layer_ids must be a non-empty list of ints, got {layer_ids!r}")
+    return num_target_layers, layer_ids
+
+
+def _mask_token_id(d: dict[str, Any], target_mask_token_id: int | None) -> Any:
+    """The MASK id: the config's, else the target's, else the Qwen3 rule on the drafter's own vocabulary."""
     mask_token_id = lookup(d, "mask_token_id", target_mask_token_id)
-    if mask_token_id is None:
-        try:
-            mask_token_id = default_mask_token_id(
-                SimpleNamespace(model_type=d.get("model_type"), vocab_size=d["vocab_size"])
-            )
-        except ValueError:
-            raise ValueError(
-                "mask_token_id is missing and not implied for this vocabulary: add dflash_config.mask_token_id "
-                "(the reserved id the drafter was trained with), or load the drafter with its target"
-            ) from None
-    shift_label = lookup(d, "shift_label", False)
-    if not isinstance(shift_label, bool):
-        raise ValueError(f"dflash_config.shift_label must be true or false, got {shift_label!r}")
-    fields: dict[str, Any] = dict(
-        num_target_layers=num_target_layers,
-        target_layer_ids=layer_ids,
-        mask_token_id=_int(mask_token_id, "dflash_config.mask_token_id"),
-        block_size=_int(lookup(d, "block_size", 16), "block_size"),
-        head=head,
-        shift_label=shift_label,
-        pure_draft_prefix_len=_int(lookup(d, "pure_draft_prefix_len", 0), "dflash_config.pure_draft_prefix_len"),
-    )
-    if head is None:
-        return fields
+    if mask_token_id is not None:
+        return mask_token_id
+    try:
+        return default_mask_token_id(SimpleNamespace(model_type=d.get("model_type"), vocab_size=d["vocab_size"]))
+    except ValueError:
+        raise ValueError(
+            "mask_token_id is missing and not implied for this vocabulary: add dflash_config.mask_token_id "
+            "(the reserved id the drafter was trained with), or load the drafter with its target"
+        ) from None
+
+
+def _head_fields(d: dict[str, Any]) -> dict[str, int]:
+    """A Domino head's own fields (GRU width, correction rank), which no reader implies."""
     for flag in _UNSUPPORTED_FLAGS:
         if lookup(d, flag, False):
             raise ValueError(f"dflash_config.{flag}=true is a Domino head variant this code does not implement")
+    fields = {}
     for key, field_name in (("gru_hidden_dim", "gru_hidden_dim"), ("emb_dim", "correction_rank")):
         value = lookup(d, key)
         if value is None:

@@ -19,11 +19,12 @@ from torch import nn
 
 from inference.drafter.backbone import DFlashBackbone
 from inference.drafter.block_mask import anchor_block_mask, anchor_flex_block_mask
-from inference.drafter.checkpoint import load_checkpoint, read_config, save_checkpoint
+from inference.drafter.checkpoint import load_checkpoint, read_config, read_config_json, save_checkpoint
 from inference.drafter.config import DrafterConfig
 from inference.drafter.draft_cache import DraftKVCache
 from inference.drafter.draft_vocab import DraftVocab
 from inference.drafter.head import DominoHead
+from inference.drafter.rollout import TrainingSteps, roll_out
 from inference.kernels.linear import prepacked_count
 from inference.targets.adapter import TargetModel
 
@@ -129,7 +130,9 @@ class DominoDrafter(nn.Module):
             raise ValueError(f"causal_tokens {tuple(causal_tokens.shape)} must be [..., D] = {tuple(h.shape[:-1])}")
         lead = causal_tokens.shape[:-1]
         embeds = self.embed(causal_tokens).to(h.dtype)
-        states = self.head.encode(embeds.reshape(-1, *embeds.shape[-2:])).view(*lead, causal_tokens.shape[-1], -1)
+        states = self.head.teacher_forced_states(embeds.reshape(-1, *embeds.shape[-2:])).view(
+            *lead, causal_tokens.shape[-1], -1
+        )
         p = self.config.pure_draft_prefix_len
         corrected = base[..., p:, :] + self.head.correction(h[..., p:, :], states[..., p:, :])
         return BlockLogits(base=base, final=torch.cat([base[..., :p, :], corrected], dim=-2))
@@ -145,19 +148,17 @@ class DominoDrafter(nn.Module):
         base = self.lm_head(h)
         if self.head is None:
             return BlockLogits(base=base, final=base)
-        p = self.config.pure_draft_prefix_len
-        state = self.head.init_state(root_ids.numel(), h.device, h.dtype).view(*root_ids.shape, -1)
-        state = self.head.gru_step(self.embed(root_ids).to(h.dtype), state)
-        finals = []
-        for j in range(h.shape[-2]):
-            logits = base[..., j, :]
-            if j + 1 > p:
-                logits = logits + self.head.correction(h[..., j, :], state)
-            finals.append(logits)
-            if j + 1 < h.shape[-2]:
-                drafted = self.vocab.to_target_ids(logits.argmax(-1).detach())
-                state = self.head.gru_step(self.embed(drafted).to(h.dtype), state)
-        return BlockLogits(base=base, final=torch.stack(finals, dim=-2))
+        p = min(self.config.pure_draft_prefix_len, h.shape[-2])
+        finals = [base[..., :p, :]]  # the pure-draft prefix: base logits
+
+        def choose(logits: torch.Tensor) -> torch.Tensor:
+            finals.append(logits.unsqueeze(-2))
+            return self.vocab.to_target_ids(logits.argmax(-1).detach())
+
+        prefix = self.vocab.to_target_ids(finals[0].argmax(-1).detach())
+        start = torch.cat([root_ids.unsqueeze(-1), prefix], dim=-1)
+        roll_out(TrainingSteps(self.head), self.embed, h, base, start, choose)
+        return BlockLogits(base=base, final=torch.cat(finals, dim=-2))
 
     # --------------------------------------------------------------------------- decoding
     def new_cache(self, batch_size: int = 1, capacity: int = 4096) -> DraftKVCache:
@@ -213,9 +214,10 @@ class DominoDrafter(nn.Module):
             dtype = dtype if dtype is not None else target.dtype
             mask_token_id = target.mask_token_id
         num_layers = getattr(target_config, "num_hidden_layers", None) if target_config is not None else None
-        config = read_config(path, target_num_layers=num_layers, target_mask_token_id=mask_token_id)
+        raw = read_config_json(path)
+        config = read_config(path, target_num_layers=num_layers, target_mask_token_id=mask_token_id, raw=raw)
         with torch.device("meta"):
             model = cls(config)
-        load_checkpoint(model, path, target_config=target_config, dtype=dtype)
+        load_checkpoint(model, path, target_config=target_config, dtype=dtype, raw=raw)
         model = model.to(device=device if device is not None else "cpu")
         return model.bind_target(target.embed_tokens, target.lm_head) if target is not None else model

@@ -1,4 +1,5 @@
-"""Matplotlib for files only: every plot of domino-decode and domino-report is drawn and saved through here."""
+"""Matplotlib for files only: every plot of domino-decode and domino-report is drawn and saved through here,
+and domino-decode's own figures (plot.png, costs.png)."""
 
 from __future__ import annotations
 
@@ -30,3 +31,60 @@ def save(fig: Any, path: Path, dpi: int = 120) -> Path:
 
     plt.close(fig)
     return path
+
+
+def write_plot(path: Path, results: dict[str, dict[str, dict[str, Any]]], methods: list[str]) -> bool:
+    """Acceptance-length histograms per dataset and method, and a speedup bar chart, from `results`
+    (`inference.eval.results.summarize`) with `methods` in table order; False without matplotlib."""
+    plt = pyplot()
+    if plt is None:
+        return False
+    datasets = list(results)
+    colors = {m: f"C{i}" for i, m in enumerate(methods)}  # one colour per method in every panel
+    speculative = [m for m in methods if m != "ar"]
+    fig, axes = plt.subplots(1, len(datasets) + 1, figsize=(4.5 * (len(datasets) + 1), 3.6), squeeze=False)
+    width = 0.8 / max(len(speculative), 1)
+    for ax, d in zip(axes[0], datasets, strict=False):
+        longest = 1
+        for i, m in enumerate(speculative):
+            hist = (results[d].get(m, {}).get("accept_length_histogram") or [0])[1:]  # lengths 1, 2, ...
+            if sum(hist):
+                offset = (i - (len(speculative) - 1) / 2) * width
+                xs = [n + offset for n in range(1, len(hist) + 1)]
+                ax.bar(xs, [c / sum(hist) for c in hist], width, label=m, color=colors[m])
+                longest = max(longest, len(hist))
+        ax.set_xticks(range(1, longest + 1))
+        ax.set_xlim(0.4, longest + 0.6)
+        ax.set(title=f"{d}: tokens per round", xlabel="accepted + bonus", ylabel="fraction of rounds")
+        if ax.get_legend_handles_labels()[0]:
+            ax.legend(fontsize=8)
+    ax = axes[0][-1]
+    width = 0.8 / max(len(methods), 1)
+    for i, m in enumerate(methods):
+        offset = (i - (len(methods) - 1) / 2) * width
+        ys = [results[d].get(m, {}).get("speedup") or 0.0 for d in datasets]
+        ax.bar([x + offset for x in range(len(datasets))], ys, width, label=m, color=colors[m])
+    ax.set_xticks(range(len(datasets)), datasets)
+    ax.axhline(1.0, color="grey", linewidth=0.8)
+    ax.set(title="speedup over ar", ylabel="x")
+    ax.legend(fontsize=8)
+    save(fig, path)
+    return True
+
+
+def write_cost_plot(path: Path, cost_model: dict[str, dict[str, Any]]) -> bool:
+    """The measured verify curve of each cost-aware method and its draft cost per round; False without
+    matplotlib."""
+    plt = pyplot()
+    if plt is None:
+        return False
+    fig, ax = plt.subplots(figsize=(5, 3.6))
+    for i, (method, costs) in enumerate(cost_model.items()):
+        curve = costs["verify_curve"]
+        ax.plot(curve["windows"], [1e3 * s for s in curve["seconds"]], "o-", color=f"C{i}", label=f"{method}: verify")
+        ax.axhline(1e3 * costs["draft_fixed_s"], color=f"C{i}", linestyle="--", label=f"{method}: draft per round")
+    ax.set(title="measured round costs", xlabel="verified tokens (window)", ylabel="ms")
+    ax.set_ylim(bottom=0)
+    ax.legend(fontsize=7)
+    save(fig, path)
+    return True

@@ -19,7 +19,7 @@ from pathlib import Path
 from typing import Any
 
 from inference.eval.divergence import ALGORITHMIC, DIVERGENCE_CLASSES, NUMERICAL, classify, counts_text
-from inference.eval.figures import pyplot, save
+from inference.eval.figures import write_cost_plot, write_plot
 from inference.eval.records import Record
 
 STAGES = ("prefill", "decode", "draft", "verify", "commit")
@@ -212,63 +212,6 @@ def generation_rows(records: list[Record]) -> list[dict[str, Any]]:
     return rows
 
 
-def write_plot(path: Path, results: dict[str, dict[str, dict[str, Any]]]) -> bool:
-    """Acceptance-length histograms per dataset and method, and a speedup bar chart; False without matplotlib."""
-    plt = pyplot()
-    if plt is None:
-        return False
-    datasets = list(results)
-    methods = list(mean_over_datasets(results))
-    colors = {m: f"C{i}" for i, m in enumerate(methods)}  # one colour per method in every panel
-    speculative = [m for m in methods if m != "ar"]
-    fig, axes = plt.subplots(1, len(datasets) + 1, figsize=(4.5 * (len(datasets) + 1), 3.6), squeeze=False)
-    width = 0.8 / max(len(speculative), 1)
-    for ax, d in zip(axes[0], datasets, strict=False):
-        longest = 1
-        for i, m in enumerate(speculative):
-            hist = (results[d].get(m, {}).get("accept_length_histogram") or [0])[1:]  # lengths 1, 2, ...
-            if sum(hist):
-                offset = (i - (len(speculative) - 1) / 2) * width
-                xs = [n + offset for n in range(1, len(hist) + 1)]
-                ax.bar(xs, [c / sum(hist) for c in hist], width, label=m, color=colors[m])
-                longest = max(longest, len(hist))
-        ax.set_xticks(range(1, longest + 1))
-        ax.set_xlim(0.4, longest + 0.6)
-        ax.set(title=f"{d}: tokens per round", xlabel="accepted + bonus", ylabel="fraction of rounds")
-        if ax.get_legend_handles_labels()[0]:
-            ax.legend(fontsize=8)
-    ax = axes[0][-1]
-    width = 0.8 / max(len(methods), 1)
-    for i, m in enumerate(methods):
-        offset = (i - (len(methods) - 1) / 2) * width
-        ys = [results[d].get(m, {}).get("speedup") or 0.0 for d in datasets]
-        ax.bar([x + offset for x in range(len(datasets))], ys, width, label=m, color=colors[m])
-    ax.set_xticks(range(len(datasets)), datasets)
-    ax.axhline(1.0, color="grey", linewidth=0.8)
-    ax.set(title="speedup over ar", ylabel="x")
-    ax.legend(fontsize=8)
-    save(fig, path)
-    return True
-
-
-def write_cost_plot(path: Path, cost_model: dict[str, dict[str, Any]]) -> bool:
-    """The measured verify curve of each cost-aware method and its draft cost per round; False without
-    matplotlib."""
-    plt = pyplot()
-    if plt is None:
-        return False
-    fig, ax = plt.subplots(figsize=(5, 3.6))
-    for i, (method, costs) in enumerate(cost_model.items()):
-        curve = costs["verify_curve"]
-        ax.plot(curve["windows"], [1e3 * s for s in curve["seconds"]], "o-", color=f"C{i}", label=f"{method}: verify")
-        ax.axhline(1e3 * costs["draft_fixed_s"], color=f"C{i}", linestyle="--", label=f"{method}: draft per round")
-    ax.set(title="measured round costs", xlabel="verified tokens (window)", ylabel="ms")
-    ax.set_ylim(bottom=0)
-    ax.legend(fontsize=7)
-    save(fig, path)
-    return True
-
-
 def write_outputs(out_dir: Path, records: list[Record], check_lossless: bool, meta: dict[str, Any]) -> dict[str, Any]:
     """results.json, results.md, generations.jsonl, plot.png and, for cost-aware runs, costs.png (the
     plots when matplotlib is there) in `out_dir`."""
@@ -277,8 +220,9 @@ def write_outputs(out_dir: Path, records: list[Record], check_lossless: bool, me
     with open(out_dir / "generations.jsonl", "w") as f:
         for row in generation_rows(records):
             f.write(json.dumps(row) + "\n")
-    plotted = write_plot(out_dir / "plot.png", results)
-    report = {**meta, "results": results, "mean": mean_over_datasets(results), "plot": "plot.png" if plotted else None}
+    mean = mean_over_datasets(results)
+    plotted = write_plot(out_dir / "plot.png", results, list(mean))
+    report = {**meta, "results": results, "mean": mean, "plot": "plot.png" if plotted else None}
     if meta.get("cost_model") and write_cost_plot(out_dir / "costs.png", meta["cost_model"]):
         report["cost_plot"] = "costs.png"
     (out_dir / "results.json").write_text(json.dumps(report, indent=2))

@@ -15,6 +15,7 @@ from typing import Any
 
 import torch
 
+from inference.device import default_device
 from inference.kernels.choice import PrecisionChoice, resolve_precision
 from inference.targets.adapter import TargetModel
 from inference.targets.engine import install_engine
@@ -92,43 +93,60 @@ def load_target(
     and row count (`inference.kernels`), true = oneDNN's prepacked layout everywhere, false = plain
     `F.linear`. Inference only: training loads its target with `prepack=False`.
     """
-    from transformers import AutoModelForCausalLM, AutoTokenizer
-
-    device = device if device is not None else ("cuda" if torch.cuda.is_available() else "cpu")
-    measured = torch.device(device).type == "cpu" and (dtype is None or dtype == "auto")
-    precision = resolve_precision(dtype, device, forward_linears(load_target_config(spec)) if measured else None)
-    dtype = precision.dtype
+    device = device if device is not None else default_device()
+    precision = _precision(spec, dtype, device)
     template_kwargs = dict(chat_template_kwargs or {})
     if spec in TINY_SPECS:
         from inference.targets.tiny import tiny_target
 
-        target = tiny_target(TINY_SPECS[spec], dtype=dtype)
+        target = tiny_target(TINY_SPECS[spec], dtype=precision.dtype)
         target.model.to(device)
         target.chat_template_kwargs = template_kwargs
         return _with_engine(target, precision, engine, prepack, device)
     path = model_folder(spec)
-    if torch.device(device).type == "meta":
-        config = load_target_config(spec)
-        with torch.device("meta"):
-            model = AutoModelForCausalLM.from_config(config, dtype=dtype)
-    else:
-        attention = None if attn_implementation == "auto" else attn_implementation  # None: transformers' rule
-        try:
-            model = AutoModelForCausalLM.from_pretrained(path, dtype=dtype, attn_implementation=attention)
-        except (OSError, ValueError) as e:
-            raise _load_error(spec, e) from e
-    try:
-        tokenizer = AutoTokenizer.from_pretrained(path)
-    except (OSError, ValueError):
-        tokenizer = None
+    model = _hf_model(spec, path, precision.dtype, device, attn_implementation)
     target = TargetModel(
         model.to(device),
-        tokenizer=tokenizer,
+        tokenizer=_tokenizer(path),
         name=spec,
         mask_token_id=mask_token_id,
         chat_template_kwargs=template_kwargs,
     )
     return _with_engine(target, precision, engine, prepack, device)
+
+
+def _precision(
+    spec: str, dtype: PrecisionChoice | torch.dtype | str | None, device: torch.device | str
+) -> PrecisionChoice:
+    """The target's precision: `auto` on a CPU is measured on its forward's linears, else the rule."""
+    measured = torch.device(device).type == "cpu" and (dtype is None or dtype == "auto")
+    return resolve_precision(dtype, device, forward_linears(load_target_config(spec)) if measured else None)
+
+
+def _hf_model(
+    spec: str, path: str, dtype: torch.dtype, device: torch.device | str, attn_implementation: str | None
+) -> Any:
+    """The HF causal LM of a non-built-in target: weights from `path`, or only its shapes on `meta`."""
+    from transformers import AutoModelForCausalLM
+
+    if torch.device(device).type == "meta":
+        with torch.device("meta"):
+            return AutoModelForCausalLM.from_config(load_target_config(spec), dtype=dtype)
+    attention = None if attn_implementation == "auto" else attn_implementation  # None: transformers' rule
+    try:
+        return AutoModelForCausalLM.from_pretrained(path, dtype=dtype, attn_implementation=attention)
+    except (OSError, ValueError) as e:
+        raise _load_error(spec, e) from e
+
+
+def _tokenizer(path: str) -> Any:
+    """The target's tokenizer, or None when the folder has none (a target driven by token ids only)."""
+    from transformers import AutoTokenizer
+
+    try:
+        return AutoTokenizer.from_pretrained(path)
+    except (OSError, ValueError):
+        return None
 
 
 def model_folder(spec: str) -> str:

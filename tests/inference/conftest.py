@@ -192,7 +192,7 @@ class SampledCheck:
     def prompt(self, seqs: torch.Tensor) -> torch.Tensor:
         return seqs[self.prompt_row, :9]
 
-    def check(self, decoder, target, seqs: torch.Tensor) -> None:  # noqa: ANN001
+    def check(self, decoder, target, seqs: torch.Tensor) -> None:
         """`decoder` (built with `params`) samples the target's law; rejections and acceptances both occur."""
         prompt = self.prompt(seqs)
         counts, lengths = _sample_counts(decoder, prompt, self.runs)
@@ -267,12 +267,12 @@ class _Enumeration:
         self.weight *= weights[k]
         return k
 
-    def sample_from(self, probs: torch.Tensor, generator=None) -> torch.Tensor:  # noqa: ANN001
+    def sample_from(self, probs: torch.Tensor, generator=None) -> torch.Tensor:
         rows = probs.detach().double().cpu().reshape(-1, probs.shape[-1])
         ids = [self.choose((row / row.sum()).tolist()) for row in rows]
         return torch.tensor(ids, dtype=torch.long, device=probs.device).view(probs.shape[:-1])
 
-    def bernoulli(self, probs: torch.Tensor, generator=None) -> torch.Tensor:  # noqa: ANN001
+    def bernoulli(self, probs: torch.Tensor, generator=None) -> torch.Tensor:
         heads = probs.detach().double().cpu().clamp(0.0, 1.0).reshape(-1).tolist()
         coins = [self.choose([1.0 - h, h]) == 1 for h in heads]
         return torch.tensor(coins, dtype=torch.bool, device=probs.device).view(probs.shape)

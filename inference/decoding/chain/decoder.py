@@ -26,6 +26,7 @@ from inference.decoding.sampling import SamplingParams, probabilities, sample_fr
 from inference.decoding.speculative import DecodeState, SpeculativeDecoder, Verdict
 from inference.drafter import DominoDrafter
 from inference.drafter.draft_cache import DraftKVCache
+from inference.drafter.rollout import DecodingSteps, roll_out
 from inference.kernels.cuda_graph import use_cuda_graphs
 from inference.targets.adapter import TargetModel
 
@@ -72,29 +73,19 @@ def draft_chain(
         scores = _logprob(base, tokens).cumsum(0).tolist() if scored else None
         full = None if probs is None else drafter.vocab.full_vocab_probs(probs)
         return ChainDraft(drafter.vocab.to_target_ids(tokens), full, scores)
-    prefix = min(drafter.config.pure_draft_prefix_len, num_tokens)
     tokens, probs, logprobs = [], [], []
-    if prefix:
-        t, q = pick(base[:prefix])
-        if scored:
-            logprobs.append(_logprob(base[:prefix], t))
-        tokens.append(drafter.vocab.to_target_ids(t))
-        probs.append(q)
-    # GRU steps from the input projection and the raw cell (not the nn.GRU module): same math, less overhead.
-    first, *rest = head.input_projection(drafter.embed(torch.cat([root, *tokens])).to(h.dtype))  # root + prefix
-    state = head.first_step_projected(first.unsqueeze(0))
-    for gi in rest:
-        state = head.step_projected(gi.unsqueeze(0), state)
-    for j in range(prefix, num_tokens):
-        logits = base[j : j + 1] + head.correction(h[j : j + 1], state)
+
+    def choose(logits: torch.Tensor) -> torch.Tensor:
         t, q = pick(logits)
         if scored:
             logprobs.append(_logprob(logits, t))
-        t = drafter.vocab.to_target_ids(t)
-        tokens.append(t)
+        tokens.append(drafter.vocab.to_target_ids(t))
         probs.append(q)
-        if j + 1 < num_tokens:
-            state = head.step_projected(head.input_projection(drafter.embed(t).to(h.dtype)), state)
+        return tokens[-1]
+
+    prefix = min(drafter.config.pure_draft_prefix_len, num_tokens)
+    start = torch.cat([root, choose(base[:prefix])] if prefix else [root]).unsqueeze(0)
+    roll_out(DecodingSteps(head), drafter.embed, h.unsqueeze(0), base.unsqueeze(0), start, choose)
     full = None if probs[0] is None else drafter.vocab.full_vocab_probs(torch.cat(probs))
     scores = torch.cat(logprobs).cumsum(0).tolist() if scored else None
     return ChainDraft(torch.cat(tokens), full, scores)

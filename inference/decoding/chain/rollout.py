@@ -2,8 +2,9 @@
 
 After the backbone and the lm_head, a greedy Domino chain is D small sequential steps (a GRU step, a
 rank-r correction over the vocabulary, an argmax), each a handful of tiny kernels: launch-bound on a
-GPU. Captured once as a graph, the whole rollout is one launch per round. The arithmetic is
-`chain.draft_chain`'s, op for op, so the eager path drafts exactly the tokens `draft_chain` drafts.
+GPU. Captured once as a graph, the whole rollout is one launch per round. It is `draft_chain`'s rollout
+(`inference.drafter.rollout.roll_out` with the decoding steps and an argmax), on static buffers, so the
+eager path drafts exactly the tokens `draft_chain` drafts.
 """
 
 from __future__ import annotations
@@ -11,6 +12,7 @@ from __future__ import annotations
 import torch
 
 from inference.drafter import DominoDrafter
+from inference.drafter.rollout import DecodingSteps, roll_out
 from inference.kernels.cuda_graph import StaticStep
 
 
@@ -20,7 +22,7 @@ class GreedyChainRollout:
             raise ValueError("the Domino rollout needs a drafter with a Domino head")
         cfg = drafter.config
         p = next(drafter.parameters())
-        self.drafter, self.head, self.prefix = drafter, drafter.head, cfg.pure_draft_prefix_len
+        self.drafter, self.steps, self.prefix = drafter, DecodingSteps(drafter.head), cfg.pure_draft_prefix_len
         d = cfg.num_draft_tokens
         self.hidden = torch.zeros(d, cfg.hidden_size, device=p.device, dtype=p.dtype)
         self.base = torch.zeros(d, cfg.output_vocab_size, device=p.device, dtype=p.dtype)
@@ -30,20 +32,17 @@ class GreedyChainRollout:
 
     @torch.inference_mode()
     def _rollout(self) -> None:
-        head, h, base, d = self.head, self.hidden, self.base, len(self.tokens)
         to_target = self.drafter.vocab.to_target_ids
-        prefix = min(self.prefix, d)
-        if prefix:
-            self.tokens[:prefix].copy_(to_target(base[:prefix].argmax(-1)))
-        first, *rest = self.drafter.embed(torch.cat([self.root, self.tokens[:prefix]])).to(h.dtype)
-        state = head.first_step(first.unsqueeze(0))
-        for x in rest:
-            state = head.step(x.unsqueeze(0), state)
-        for j in range(prefix, d):
-            token = to_target((base[j : j + 1] + head.correction(h[j : j + 1], state)).argmax(-1))
-            self.tokens[j : j + 1].copy_(token)
-            if j + 1 < d:
-                state = head.step(self.drafter.embed(token).to(h.dtype), state)
+        tokens = []
+
+        def choose(logits: torch.Tensor) -> torch.Tensor:
+            tokens.append(to_target(logits.argmax(-1)))
+            return tokens[-1]
+
+        prefix = min(self.prefix, len(self.tokens))
+        start = torch.cat([self.root, choose(self.base[:prefix])] if prefix else [self.root]).unsqueeze(0)
+        roll_out(self.steps, self.drafter.embed, self.hidden.unsqueeze(0), self.base.unsqueeze(0), start, choose)
+        self.tokens.copy_(torch.cat(tokens))
 
     def __call__(self, hidden: torch.Tensor, base_logits: torch.Tensor, root: torch.Tensor) -> torch.Tensor:
         """Greedy draft tokens [D] (target ids) for one block (hidden [D, H], base logits [D, N or V], root [1])."""

@@ -28,8 +28,9 @@ from __future__ import annotations
 
 import heapq
 from collections.abc import Callable
+from dataclasses import dataclass
 from itertools import count
-from typing import Protocol
+from typing import Any, Protocol
 
 import torch
 
@@ -180,32 +181,46 @@ def build_ddtree(
     return best_first(DDTreeExpander(base_logits, budget, token_map), budget, depth)
 
 
+@dataclass(frozen=True)
+class DominoTreeInputs:
+    """One DominoTree round, as the reference builder takes it (`build`).
+
+    head: `first_step`, `step` (on token embeddings) and `correction` (a `DominoHead`); embed: token ids ->
+    target embeddings; hidden [D, H], base_logits [D, V]: the backbone's draft positions; root [1]: the last
+    committed token; token_map [N]: the target id of each logit column when the drafter has a draft
+    vocabulary (the top-M and W2 rows stay in draft ids, the children are target ids).
+    """
+
+    head: Any
+    embed: Callable[[torch.Tensor], torch.Tensor]
+    hidden: torch.Tensor
+    base_logits: torch.Tensor
+    root: torch.Tensor
+    prefix_len: int
+    budget: int = 16
+    top_m: int = 64
+    node_topk: int = 8
+    max_depth: int | None = None
+    token_map: torch.Tensor | None = None
+
+    def build(self) -> DraftTree:
+        """DominoTree with the reference expander (see `ReferenceDominoExpander`)."""
+        depth = self.hidden.shape[0] if self.max_depth is None else min(self.max_depth, self.hidden.shape[0])
+        return best_first(ReferenceDominoExpander(self), self.budget, depth)
+
+
 class ReferenceDominoExpander:
     """DominoTree children, computed directly from the head (clarity first; see the module docstring).
 
-    head: `first_step`, `step`, `correction` (a `DominoHead`); embed: token ids -> target embeddings;
-    hidden [D, H], base_logits [D, V]: the backbone's draft positions; root [1]: the last committed token;
-    token_map [N]: the target id of each logit column when the drafter has a draft vocabulary (the top-M
-    and W2 rows stay in draft ids, the children are target ids). A node's GRU state is one step from its
-    parent's over its own token, taken when the node is expanded.
+    A node's GRU state is one step from its parent's over its own token, taken when the node is expanded.
     """
 
-    def __init__(
-        self,
-        head,  # noqa: ANN001 - any object with the DominoHead methods
-        embed,  # noqa: ANN001 - callable ids -> embeddings
-        hidden: torch.Tensor,
-        base_logits: torch.Tensor,
-        root: torch.Tensor,
-        prefix_len: int,
-        top_m: int = 64,
-        node_topk: int = 8,
-        token_map: torch.Tensor | None = None,
-    ) -> None:
-        self.head, self.embed, self.hidden, self.base = head, embed, hidden, base_logits
-        self.prefix_len, self.node_topk, self.token_map = prefix_len, node_topk, token_map
-        self.candidates = [base_logits[d].topk(top_m).indices if top_m else None for d in range(len(base_logits))]
-        self.state: dict[int, torch.Tensor] = {-1: head.first_step(embed(root).to(hidden.dtype))}  # node -> [1, G]
+    def __init__(self, inputs: DominoTreeInputs) -> None:
+        self.head, self.embed, self.hidden, self.base = inputs.head, inputs.embed, inputs.hidden, inputs.base_logits
+        self.prefix_len, self.node_topk, self.token_map = inputs.prefix_len, inputs.node_topk, inputs.token_map
+        top_m, dtype = inputs.top_m, self.hidden.dtype
+        self.candidates = [self.base[d].topk(top_m).indices if top_m else None for d in range(len(self.base))]
+        self.state: dict[int, torch.Tensor] = {-1: self.head.first_step(self.embed(inputs.root).to(dtype))}  # [1, G]
         self.children_ids: dict[int, torch.Tensor] = {}  # node -> its children's ids, best first
 
     def _children(self, node: int, position: int) -> Children:
@@ -235,20 +250,6 @@ class ReferenceDominoExpander:
         return [self.expand(*request) for request in requests]
 
 
-def build_dominotree_reference(
-    head,  # noqa: ANN001
-    embed,  # noqa: ANN001
-    hidden: torch.Tensor,
-    base_logits: torch.Tensor,
-    root: torch.Tensor,
-    prefix_len: int,
-    budget: int = 16,
-    top_m: int = 64,
-    node_topk: int = 8,
-    max_depth: int | None = None,
-    token_map: torch.Tensor | None = None,
-) -> DraftTree:
-    """DominoTree with the reference expander (see `ReferenceDominoExpander`)."""
-    expander = ReferenceDominoExpander(head, embed, hidden, base_logits, root, prefix_len, top_m, node_topk, token_map)
-    depth = hidden.shape[0] if max_depth is None else min(max_depth, hidden.shape[0])
-    return best_first(expander, budget, depth)
+def build_dominotree_reference(*args: Any, **kwargs: Any) -> DraftTree:
+    """`DominoTreeInputs(*args, **kwargs).build()`: the reference DominoTree from its fields, in their order."""
+    return DominoTreeInputs(*args, **kwargs).build()

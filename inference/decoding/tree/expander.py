@@ -4,7 +4,7 @@ The same computation as `build.ReferenceDominoExpander` (the same trees; scores 
 since a step reads every position's candidates in one product); what changes is where the work happens:
 - setup (once per round, one graph): the backbone's top-M ids per draft position, their base logits and
   W2 rows (in fp32, as `DominoHead.correction_rows` computes), the base-logit children of the first
-  `pure_draft_prefix_len` positions, the root's GRU state (`first_step`: no W_hh product with the zero
+  `pure_draft_prefix_len` positions, the root's GRU state (`decoding_first_step`: no W_hh product with the zero
   state) and the root's corrected children;
 - expand (up to `width` nodes at once, one graph): each node's GRU state (one step from its parent's
   over its own token), the correction over the M rows from that state, log-softmax over M, top
@@ -91,7 +91,7 @@ class FastDominoExpander:
         if not vocab.is_subset or vocab.size * 3 * head.gru_hidden_dim * p.element_size() > GATE_TABLE_BYTES:
             return None, None
         chunks = [
-            head.input_projection(self.drafter.embed(ids).to(p.dtype)) for ids in vocab.draft_to_target().split(256)
+            head.decoding_gates(self.drafter.embed(ids).to(p.dtype)) for ids in vocab.draft_to_target().split(256)
         ]
         return torch.cat(chunks), vocab.target_to_draft()
 
@@ -126,7 +126,7 @@ class FastDominoExpander:
             self.base_choice[pos, 0].copy_(values)
             self.base_choice[pos, 1].copy_(ids)
         embed = self.drafter.embed(self.root_id).to(self.hidden.dtype)
-        self.root_state.copy_(self.head.first_step(embed))
+        self.root_state.copy_(self.head.decoding_first_step(self.head.decoding_gates(embed)))
         first = torch.zeros(1, dtype=torch.long, device=self.hidden.device)
         self._corrected(self.hidden[:1], self.root_state, first, self.root_choice)
 
@@ -135,8 +135,8 @@ class FastDominoExpander:
         if self.gate_table is not None:
             gi = self.gate_table.index_select(0, self.draft_index.index_select(0, self.tokens))
         else:
-            gi = self.head.input_projection(self.drafter.embed(self.tokens).to(self.parent_states.dtype))
-        self.out_states.copy_(self.head.step_projected(gi, self.parent_states))
+            gi = self.head.decoding_gates(self.drafter.embed(self.tokens).to(self.parent_states.dtype))
+        self.out_states.copy_(self.head.decoding_step(gi, self.parent_states))
         self._corrected(self.hidden.index_select(0, self.pos), self.out_states, self.pos, self.out_choice)
 
     # ---------------------------------------------------------------- the Expander protocol

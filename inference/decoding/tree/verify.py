@@ -21,7 +21,7 @@ from inference.decoding.sampling import SamplingParams, bernoulli, probabilities
 from inference.decoding.tree.draft_tree import DraftTree
 
 
-def walk_match(tree: DraftTree, logits: torch.Tensor, params: SamplingParams, generator) -> tuple[list[int], int]:  # noqa: ANN001
+def walk_match(tree: DraftTree, logits: torch.Tensor, params: SamplingParams, generator) -> tuple[list[int], int]:
     """Sample-and-walk: (window indices of the accepted nodes, the bonus token)."""
     choice = sample(logits, params, generator).tolist()  # one draw per window entry, one host read
     children = tree.children()
@@ -32,7 +32,7 @@ def walk_match(tree: DraftTree, logits: torch.Tensor, params: SamplingParams, ge
     return path, choice[cur]
 
 
-def walk_residual(tree: DraftTree, logits: torch.Tensor, params: SamplingParams, generator) -> tuple[list[int], int]:  # noqa: ANN001
+def walk_residual(tree: DraftTree, logits: torch.Tensor, params: SamplingParams, generator) -> tuple[list[int], int]:
     """The multi-candidate residual rule (see the module docstring)."""
     children = tree.children()
     path, cur = [], 0

@@ -155,7 +155,7 @@ class _Handler(BaseHTTPRequestHandler):
     bodies: list = []
     fail_first = 1
 
-    def do_POST(self):  # noqa: N802
+    def do_POST(self):
         body = json.loads(self.rfile.read(int(self.headers["Content-Length"])))
         _Handler.bodies.append(body)
         if _Handler.fail_first > 0:

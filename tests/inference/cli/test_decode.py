@@ -11,6 +11,8 @@ from omegaconf import OmegaConf
 from domino_conf import CONF_DIR
 from inference import DrafterCheckpointError, tiny_target
 from inference.cli import decode
+from inference.drafter import DominoDrafter
+from inference.eval import decoders
 from inference.eval.prompt_sets import BENCHMARKS
 from inference.eval.records import RecordLog
 
@@ -99,10 +101,8 @@ def test_a_public_config_without_a_mask_id_takes_the_targets(drafter_path, tmp_p
     config = json.loads((drafter_path / "config.json").read_text())
     trained_with = config["dflash_config"].pop("mask_token_id")  # public configs may leave it to the target
     (drafter_path / "config.json").write_text(json.dumps(config))
-    loaded, load = [], decode.DominoDrafter.from_pretrained
-    monkeypatch.setattr(
-        decode.DominoDrafter, "from_pretrained", lambda *a, **k: loaded.append(load(*a, **k)) or loaded[-1]
-    )
+    loaded, load = [], DominoDrafter.from_pretrained
+    monkeypatch.setattr(DominoDrafter, "from_pretrained", lambda *a, **k: loaded.append(load(*a, **k)) or loaded[-1])
     report = decode.run(_cfg(f"drafter_path={drafter_path}", "methods=[ar,dflash]", "bench=[humaneval:1]"), tmp_path)
     assert loaded[0].config.mask_token_id == trained_with == qwen_target.mask_token_id
     assert report["results"]["humaneval"]["dflash"]["lossless"] is True
@@ -145,13 +145,13 @@ def test_baselines_draft_with_the_baseline_drafter(drafter_path, qwen_target, ma
     """dflash / ddtree get the drafter at `baseline_drafter_path`, domino / dominotree keep `drafter_path`."""
     dflash = make_drafter(qwen_target, head=None).save_pretrained(tmp_path / "dflash", dtype=torch.float32)
     given = {}
-    build = decode.build_decoder
+    build = decoders.build_decoder
 
     def spy(method, target, drafter, *args, **kwargs):
         given[method] = drafter
         return build(method, target, drafter, *args, **kwargs)
 
-    monkeypatch.setattr(decode, "build_decoder", spy)
+    monkeypatch.setattr(decoders, "build_decoder", spy)
     overrides = [f"drafter_path={drafter_path}", "methods=[ar,dflash,domino,ddtree]", "bench=[humaneval:1]"]
     report = decode.run(_cfg(*overrides, f"baseline_drafter_path={dflash}"), tmp_path / "run")
     assert given["ar"] is None

@@ -1,5 +1,6 @@
 import copy
 import json
+from pathlib import Path
 
 import pytest
 import torch
@@ -209,3 +210,11 @@ def test_domino_architecture_implies_the_domino_head(saved):
         saved, lambda c: c.update(architectures=["DominoDraftModel"]) or c["dflash_config"].pop("projector_type")
     )
     assert DominoDrafter.from_pretrained(saved).config.head == "domino"
+
+
+def test_from_pretrained_reads_the_config_once(qwen_target, make_drafter, tmp_path, monkeypatch):
+    path = make_drafter(qwen_target).save_pretrained(tmp_path / "d")
+    reads, read_text = [], Path.read_text
+    monkeypatch.setattr(Path, "read_text", lambda self, *a, **k: reads.append(self.name) or read_text(self, *a, **k))
+    DominoDrafter.from_pretrained(path, target=qwen_target)
+    assert reads.count("config.json") == 1

@@ -5,7 +5,7 @@ shapes (hidden 64, 4 heads of 16, 2 KV heads, 6 target layers, vocab 512, 2 draf
 every field name and the structure kept), random weights under the published key names saved as
 safetensors, `DominoDrafter.from_pretrained`, then greedy decoding that must equal the target alone.
 
-Where each layout comes from:
+Where each layout comes from (the shrunk texts: fixtures/public_layouts/specforge_<its file>, fork_causal_v5.json):
 - `DFLASH_NO_SECTION`: sgl-project/SpecForge `configs/qwen3-8b-dflash.json`, a DFlash drafter config with
   no `dflash_config` (target_layer_ids and the MASK id are implied).
 - `SPECFORGE_DOMINO`: sgl-project/SpecForge `configs/qwen3-8b-domino.json`: `DFlashDraftModel`,
@@ -22,6 +22,7 @@ Key names: SpecForge `specforge/modeling/draft/dflash.py` / `domino.py` (`layers
 """
 
 import json
+from pathlib import Path
 
 import pytest
 import torch
@@ -30,188 +31,11 @@ from safetensors.torch import save_file
 from inference import DominoDrafter, DrafterCheckpointError, DrafterConfig
 from inference.decoding import DecodeOptions, build_decoder
 
-DFLASH_NO_SECTION = """{
-  "architectures": [
-    "DFlashDraftModel"
-  ],
-  "attention_bias": false,
-  "attention_dropout": 0.0,
-  "auto_map": {
-    "AutoModel": "modeling_dflash.DFlashDraftModel"
-  },
-  "block_size": 16,
-  "bos_token_id": 257,
-  "dtype": "bfloat16",
-  "eos_token_id": 258,
-  "head_dim": 16,
-  "hidden_act": "silu",
-  "hidden_size": 64,
-  "initializer_range": 0.02,
-  "intermediate_size": 96,
-  "layer_types": [
-    "full_attention",
-    "full_attention"
-  ],
-  "max_position_embeddings": 40960,
-  "max_window_layers": 2,
-  "model_type": "qwen3",
-  "num_attention_heads": 4,
-  "num_hidden_layers": 2,
-  "num_key_value_heads": 2,
-  "num_target_layers": 6,
-  "rms_norm_eps": 1e-06,
-  "rope_scaling": null,
-  "rope_theta": 1000000,
-  "sliding_window": null,
-  "tie_word_embeddings": false,
-  "use_cache": true,
-  "use_sliding_window": false,
-  "vocab_size": 512
-}
-"""
-
-SPECFORGE_DOMINO = """{
-  "emb_dim": 8,
-  "architectures": [
-    "DFlashDraftModel"
-  ],
-  "attention_bias": false,
-  "attention_dropout": 0.0,
-  "auto_map": {
-    "AutoModel": "dflash.DFlashDraftModel"
-  },
-  "block_size": 16,
-  "bos_token_id": 257,
-  "dflash_config": {
-    "mask_token_id": 259,
-    "target_layer_ids": [1, 3],
-    "projector_type": "domino",
-    "pure_draft_prefix_len": 1,
-    "emb_dim": 8,
-    "gru_hidden_dim": 24,
-    "shift_label": true
-  },
-  "dtype": "bfloat16",
-  "eos_token_id": 258,
-  "head_dim": 16,
-  "hidden_act": "silu",
-  "hidden_size": 64,
-  "initializer_range": 0.02,
-  "intermediate_size": 96,
-  "layer_types": [
-    "full_attention",
-    "full_attention"
-  ],
-  "max_position_embeddings": 40960,
-  "max_window_layers": 2,
-  "model_type": "qwen3",
-  "num_attention_heads": 4,
-  "num_hidden_layers": 2,
-  "num_key_value_heads": 2,
-  "num_target_layers": 6,
-  "rms_norm_eps": 1e-06,
-  "rope_scaling": null,
-  "rope_theta": 1000000,
-  "sliding_window": null,
-  "tie_word_embeddings": false,
-  "use_cache": true,
-  "use_sliding_window": false,
-  "vocab_size": 512
-}
-"""
-
-FORK_CAUSAL_V5 = """{
-  "emb_dim": 8,
-  "architectures": [
-    "DFlashDraftModel"
-  ],
-  "attention_bias": false,
-  "attention_dropout": 0.0,
-  "block_size": 16,
-  "bos_token_id": 257,
-  "dflash_config": {
-    "mask_token_id": 259,
-    "target_layer_ids": [1, 3],
-    "projector_type": "causal_v5",
-    "pure_draft_prefix_len": 1,
-    "gru_hidden_dim": 24,
-    "shift_label": true
-  },
-  "dtype": "bfloat16",
-  "eos_token_id": 258,
-  "head_dim": 16,
-  "hidden_act": "silu",
-  "hidden_size": 64,
-  "intermediate_size": 96,
-  "layer_types": [
-    "full_attention",
-    "full_attention"
-  ],
-  "max_position_embeddings": 40960,
-  "model_type": "qwen3",
-  "num_attention_heads": 4,
-  "num_hidden_layers": 2,
-  "num_key_value_heads": 2,
-  "num_target_layers": 6,
-  "rms_norm_eps": 1e-06,
-  "rope_scaling": null,
-  "rope_theta": 1000000,
-  "tie_word_embeddings": false,
-  "vocab_size": 512
-}
-"""
-
-SPECFORGE_DOMINO_SECTION = """{
-  "architectures": [
-    "DominoDraftModel"
-  ],
-  "attention_bias": false,
-  "attention_dropout": 0.0,
-  "auto_map": {
-    "AutoModel": "domino.DominoDraftModel"
-  },
-  "block_size": 16,
-  "bos_token_id": 257,
-  "dflash_config": {
-    "mask_token_id": 259,
-    "target_layer_ids": [1, 3],
-    "projector_type": "domino"
-  },
-  "domino_config": {
-    "pure_draft_prefix_len": 1,
-    "emb_dim": 8,
-    "gru_hidden_dim": 24,
-    "shift_label": true
-  },
-  "dtype": "bfloat16",
-  "eos_token_id": 258,
-  "head_dim": 16,
-  "hidden_act": "silu",
-  "hidden_size": 64,
-  "initializer_range": 0.02,
-  "intermediate_size": 96,
-  "layer_types": [
-    "full_attention",
-    "full_attention"
-  ],
-  "max_position_embeddings": 262144,
-  "max_window_layers": 2,
-  "model_type": "qwen3",
-  "num_attention_heads": 4,
-  "num_hidden_layers": 2,
-  "num_key_value_heads": 2,
-  "num_target_layers": 6,
-  "pad_token_id": 256,
-  "rms_norm_eps": 1e-06,
-  "rope_scaling": null,
-  "rope_theta": 10000000,
-  "sliding_window": null,
-  "tie_word_embeddings": true,
-  "use_cache": true,
-  "use_sliding_window": false,
-  "vocab_size": 512
-}
-"""
+LAYOUTS = Path(__file__).parent / "fixtures" / "public_layouts"
+DFLASH_NO_SECTION = (LAYOUTS / "specforge_qwen3-8b-dflash.json").read_text()
+SPECFORGE_DOMINO = (LAYOUTS / "specforge_qwen3-8b-domino.json").read_text()
+FORK_CAUSAL_V5 = (LAYOUTS / "fork_causal_v5.json").read_text()
+SPECFORGE_DOMINO_SECTION = (LAYOUTS / "specforge_qwen3.5-4b-domino.json").read_text()
 
 
 def _published_weights(cfg: dict, num_features: int, seed: int = 0) -> dict[str, torch.Tensor]:
@@ -303,7 +127,7 @@ def test_public_domino_layouts(qwen_target, tmp_path, text):
 
 
 def test_the_published_qwen3_8b_configs_imply_the_design_values():
-    """The unshrunk fields of SpecForge's Qwen3-8B configs give the values DESIGN.md states."""
+    """The unshrunk fields of SpecForge's Qwen3-8B configs give the values docs/design.md states."""
     dflash = json.loads(DFLASH_NO_SECTION) | dict(
         hidden_size=4096, head_dim=128, intermediate_size=12288, num_attention_heads=32, num_hidden_layers=5,
         num_key_value_heads=8, num_target_layers=36, vocab_size=151936, layer_types=["full_attention"] * 5,
