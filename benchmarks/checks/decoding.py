@@ -90,9 +90,9 @@ def divergence_counts(
     index, and the algorithmic ones (prompt index -> its proof, or the own-argmax violations)."""
     counts, proofs, bugs = dict.fromkeys(DIVERGENCE_CLASSES, 0), {}, {}
     for i, (prompt, want, run) in enumerate(zip(prompts, expected, runs, strict=True)):
-        schedule = run.stats.draft_sizes if getattr(decoder, "cost_aware", False) else None
+        sizes = run.stats.draft_sizes
         found = (
-            prove_divergence(decoder, ar, prompt, want, run.tokens, new_tokens, schedule) if decoder is not ar else None
+            prove_divergence(decoder, ar, prompt, want, run.tokens, new_tokens, sizes) if decoder is not ar else None
         )
         violations = run.stats.own_argmax_violations
         kind = classify(found.to_dict() if found else None, found is None, violations)

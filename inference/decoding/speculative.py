@@ -178,7 +178,7 @@ class SpeculativeDecoder(Decoder):
         generation leaves the caches as they are.
         """
         emit, stopped = take_until_stop(verdict.tokens, self.stop_token_ids, state.tokens_left)
-        rows = verdict.rows()
+        rows = verdict.rows() if self.sampling.greedy or self.probe is not None else None
         if rows is not None and self.sampling.greedy:
             own = rows[: len(emit)].argmax(-1).tolist()
             stats.own_argmax_violations += sum(o != t for o, t in zip(own, emit, strict=True))

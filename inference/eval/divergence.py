@@ -53,7 +53,7 @@ class Divergence:
     distance: float | None = None  # max |method's logits - ar's| at p
     reference_distance: float | None = None  # max |plain forward of the same width - ar's| at p
     width: int | None = None  # tokens in the method's verify forward at p
-    kind: str = "algorithmic"  # numerical or algorithmic
+    kind: str = ALGORITHMIC  # numerical or algorithmic
     reason: str = ""  # what the proof found
 
     def to_dict(self) -> dict[str, Any]:
@@ -75,12 +75,13 @@ def prove_divergence(
     reference: list[int],
     tokens: list[int],
     max_new_tokens: int,
-    schedule: list[int] | None = None,
+    draft_sizes: list[int] | None = None,
 ) -> Divergence | None:
     """The proven `Divergence` of `method`'s `tokens` from `ar`'s `reference` (None when they are equal):
     both generations are replayed with a probe at the first differing position (see the module doc);
-    `schedule`: the draft size of each of the method's rounds, for a cost-aware method (whose sizes
-    follow timings, so a replay must be told them to verify the same windows)."""
+    `draft_sizes`: the method's rounds' draft sizes (`stats.draft_sizes`), replayed when the method is
+    cost-aware (its sizes follow timings, so a replay must be told them to verify the same windows)."""
+    schedule = draft_sizes if getattr(method, "cost_aware", False) else None
     p = first_difference(reference, tokens)
     if p is None:
         return None

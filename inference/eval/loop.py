@@ -98,10 +98,14 @@ def check_divergences(
         record.noise = measure_noise(ar.target, turn_ids[turn], record.tokens, window)
     for r in records:
         if r.method != "ar" and not r.skipped and r.turn in reference and r.tokens != reference[r.turn].tokens:
-            method = decoders[r.method]
-            schedule = r.stats.draft_sizes if getattr(method, "cost_aware", False) else None
             found = prove_divergence(
-                method, ar, turn_ids[r.turn], reference[r.turn].tokens, r.tokens, max_new_tokens, schedule
+                decoders[r.method],
+                ar,
+                turn_ids[r.turn],
+                reference[r.turn].tokens,
+                r.tokens,
+                max_new_tokens,
+                r.stats.draft_sizes,
             )
             r.divergence = found.to_dict() if found else None
 

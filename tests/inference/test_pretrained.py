@@ -56,8 +56,7 @@ def test_shipped_drafter_is_small_bf16_and_documented(name):
 
 
 def _proof(decoder, ar, prompt, expected, out, tokens=48):
-    schedule = out.stats.draft_sizes if decoder.cost_aware else None
-    return prove_divergence(decoder, ar, prompt, expected, out.tokens, tokens, schedule)
+    return prove_divergence(decoder, ar, prompt, expected, out.tokens, tokens, out.stats.draft_sizes)
 
 
 @pytest.mark.parametrize("name", sorted(SHIPPED))
