@@ -42,6 +42,7 @@ class Response:
     finish_reason: str = ""  # "stop" or "length"
     num_tokens: int = 0
     error: str | None = None
+    prompt_tokens: int | None = None  # the prompt's length as the backend rendered and tokenized it
 
 
 class LocalBackend:
@@ -83,7 +84,12 @@ class LocalBackend:
             )
             for i, g in zip(idx, results, strict=True):
                 text = self.target.tokenizer.decode(g.token_ids, skip_special_tokens=True)
-                out[i] = Response(text=text, finish_reason=g.finish_reason, num_tokens=len(g.token_ids))
+                out[i] = Response(
+                    text=text,
+                    finish_reason=g.finish_reason,
+                    num_tokens=len(g.token_ids),
+                    prompt_tokens=len(requests[i].prompt_ids),
+                )
         return out
 
 
@@ -143,11 +149,12 @@ class OpenAIBackend:
                 req = urllib.request.Request(self.url, data=data, headers=headers, method="POST")
                 with urllib.request.urlopen(req, timeout=self.timeout_s) as resp:
                     body = json.loads(resp.read())
-                choice = body["choices"][0]
+                choice, usage = body["choices"][0], body.get("usage") or {}
                 return Response(
                     text=choice["message"]["content"] or "",
                     finish_reason=choice.get("finish_reason") or "stop",
-                    num_tokens=int((body.get("usage") or {}).get("completion_tokens") or 0),
+                    num_tokens=int(usage.get("completion_tokens") or 0),
+                    prompt_tokens=int(usage["prompt_tokens"]) if usage.get("prompt_tokens") is not None else None,
                 )
             except urllib.error.HTTPError as e:
                 error = f"HTTP {e.code}"

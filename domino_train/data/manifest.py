@@ -2,13 +2,13 @@
 
 from __future__ import annotations
 
-import hashlib
 import subprocess
 import time
 from pathlib import Path
 from typing import Any
 
 from inference.targets.adapter import TargetModel
+from inference.targets.chat_template import chat_template_record
 
 
 def git_revision() -> str:
@@ -24,15 +24,13 @@ def git_revision() -> str:
 
 def target_record(target: TargetModel) -> dict[str, Any]:
     """Which target (name, path, revision when known) and which chat template produced a set."""
-    template = getattr(target.tokenizer, "chat_template", None) or ""
     return {
         "name": target.name,
         "name_or_path": getattr(target.config, "_name_or_path", None),
         "revision": getattr(target.config, "_commit_hash", None),
         "model_type": target.config.model_type,
         "vocab_size": target.config.vocab_size,
-        "chat_template_sha256": hashlib.sha256(template.encode()).hexdigest() if template else None,
-        "chat_template_kwargs": target.chat_template_kwargs,
+        **chat_template_record(target.tokenizer, target.chat_template_kwargs),
     }
 
 

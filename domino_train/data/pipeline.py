@@ -68,6 +68,7 @@ def _regenerate(cfg: DictConfig, out: Path) -> dict[str, Any]:
         r.limit,
         cfg.overwrite,
         _later(out, "regenerate"),
+        r.check_template,
     )
 
 

@@ -55,7 +55,7 @@ def regenerate_rows(
     reasons: list[list[str]] = [[] for _ in rows]
     ended = [""] * len(rows)
     for turn in range(max((len(u) for u in users), default=0)):
-        active, requests = [], []
+        active, local_lengths, requests = [], [], []
         for i, row in enumerate(rows):
             if ended[i] or turn >= len(users[i]):
                 continue
@@ -65,11 +65,15 @@ def regenerate_rows(
                 ended[i] = "prompt_too_long"
                 continue
             active.append(i)
+            local_lengths.append(n)
             requests.append(Request(messages=messages, seed=request_seed(seed, row["id"], turn)))
-        for i, resp in zip(active, backend.generate(requests), strict=True):
+        responses = backend.generate(requests)
+        for i, n, resp in zip(active, local_lengths, responses, strict=True):
             if resp.error is not None or not resp.text.strip():
                 ended[i] = "backend_error" if resp.error is not None else "empty_response"
                 continue
+            if n is not None and resp.prompt_tokens is not None and resp.prompt_tokens != n:
+                stats["prompts_rendered_otherwise"] += 1
             convs[i] += [users[i][turn], {"role": "assistant", "content": resp.text}]
             reasons[i].append(resp.finish_reason)
             stats["output_tokens"] += resp.num_tokens
@@ -98,6 +102,7 @@ def regenerate(
     limit: int | None = None,
     overwrite: bool = False,
     dependents: Sequence[Path] = (),
+    check_template: bool = True,
 ) -> dict[str, Any]:
     """Regenerate the prepared rows of `in_dir` into `out_dir` shards; resumes; returns the summary.
 
@@ -105,7 +110,10 @@ def regenerate(
     `out_dir/settings.json`; resuming into a folder written with other settings or from other rows is
     refused, since mixing them would corrupt the set silently; `overwrite` redoes it instead (removing the
     `dependents`, the later stages' folders made from it). A run that keeps no row ends with a ValueError
-    naming the reason (the empty shards are removed, so that a rerun redoes them).
+    naming the reason (the empty shards are removed, so that a rerun redoes them). With `check_template`, a
+    backend that reports prompt lengths other than the target's chat template gives (a server rendering
+    with another template or other template arguments) stops the run before its first shard is written:
+    a drafter trained on those answers would follow text that decoding never shows it.
     """
     in_dir, out_dir = Path(in_dir), Path(out_dir)
     settings = {
@@ -122,7 +130,7 @@ def regenerate(
     start = time.perf_counter()
     bar = tqdm(desc="regenerate", unit=" rows", total=total)
     for k, chunk in enumerate(_chunks(rows, shard_size)):
-        stats, resumed = _shard(backend, chunk, shard_path(out_dir, k), seed, max_new_tokens)
+        stats, resumed = _shard(backend, chunk, shard_path(out_dir, k), seed, max_new_tokens, check_template)
         totals.update(stats)
         bar.update(len(chunk))
         if not resumed:
@@ -153,7 +161,7 @@ def _prepared_rows(in_dir: Path, limit: int | None) -> tuple[Iterator[dict[str, 
 
 
 def _shard(
-    backend: Any, chunk: list[dict[str, Any]], out: Path, seed: int, max_new_tokens: int
+    backend: Any, chunk: list[dict[str, Any]], out: Path, seed: int, max_new_tokens: int, check_template: bool
 ) -> tuple[Counter | dict[str, Any], bool]:
     """Shard `out` regenerated from `chunk`, or read back where an earlier run finished it: its counters
     (written beside it, `.stats.json`) and whether it was read back."""
@@ -162,6 +170,13 @@ def _shard(
         return json.loads(stats_file.read_text()), True
     shard_start = time.perf_counter()
     kept, stats = regenerate_rows(backend, chunk, seed, max_new_tokens)
+    if check_template and stats["prompts_rendered_otherwise"]:
+        raise ValueError(
+            f"the backend rendered {stats['prompts_rendered_otherwise']} of {stats['turns']} prompts to another "
+            "length than the target's chat template: serve the target with its own template and pass its "
+            "target.chat_template_kwargs, or set regenerate.check_template=false if the server counts prompt "
+            "tokens its own way"
+        )
     stats["seconds"] = round(time.perf_counter() - shard_start, 3)
     write_json_atomic(stats_file, dict(stats))
     write_jsonl_atomic(out, kept)

@@ -20,10 +20,11 @@ from domino_train.export.model_card import write_model_card
 from inference.drafter import DominoDrafter
 from inference.drafter.checkpoint import CONFIG_NAME, WEIGHTS_NAME, DrafterCheckpointError, read_config, save_checkpoint
 from inference.drafter.config import DrafterConfig
+from inference.drafter.training_data import DATA_MANIFEST_NAME
 
 PREFIX = "drafter."
-MANIFEST_NAME, RUN_CONFIG_NAME, CARD_NAME = "data_manifest.json", "training_config.yaml", "README.md"
-EXPORT_FILES = frozenset({CONFIG_NAME, WEIGHTS_NAME, MANIFEST_NAME, RUN_CONFIG_NAME, CARD_NAME})  # what it writes
+RUN_CONFIG_NAME, CARD_NAME = "training_config.yaml", "README.md"
+EXPORT_FILES = frozenset({CONFIG_NAME, WEIGHTS_NAME, DATA_MANIFEST_NAME, RUN_CONFIG_NAME, CARD_NAME})  # what it writes
 
 
 def write_export(
@@ -38,7 +39,7 @@ def write_export(
     """The export folder: weights + config in the public layout, plus data manifest, run config and a
     model card (README.md) from the run's last metrics and, when given, a domino-decode results.json."""
     save_checkpoint(drafter, dirpath, dtype)
-    (dirpath / MANIFEST_NAME).write_text(json.dumps(manifest or {}, indent=2))
+    (dirpath / DATA_MANIFEST_NAME).write_text(json.dumps(manifest or {}, indent=2))
     if run_config is not None:
         (dirpath / RUN_CONFIG_NAME).write_text(yaml.safe_dump(run_config, sort_keys=False))
     else:  # an earlier export's run config would describe another run

@@ -3,12 +3,17 @@ into the target's device and precision and checked against their methods before 
 
 from __future__ import annotations
 
+import logging
+
 from omegaconf import DictConfig
 
 from inference.decoding.methods import DECODING_METHODS, check_drafter
 from inference.drafter import DominoDrafter
+from inference.drafter.training_data import chat_template_warning
 from inference.eval.target import TargetPlan
 from inference.targets.adapter import TargetModel
+
+log = logging.getLogger("domino-decode")
 
 
 def drafter_paths(cfg: DictConfig, methods: list[str]) -> dict[str, str]:
@@ -48,3 +53,16 @@ def load_drafters(paths: dict[str, str], plan: TargetPlan) -> dict[str, DominoDr
     for m, path in paths.items():
         check_drafter(m, drafters[path])
     return drafters
+
+
+def warn_on_other_chat_templates(paths: dict[str, str], target: TargetModel) -> list[str]:
+    """Logs (and returns) one line per drafter folder trained on text rendered with another chat template
+    than `target` renders the prompts with: outputs stay the target's, but acceptance collapses."""
+    warnings = [
+        w
+        for path in dict.fromkeys(paths.values())
+        if (w := chat_template_warning(path, target.tokenizer, target.chat_template_kwargs))
+    ]
+    for w in warnings:
+        log.warning(w)
+    return warnings

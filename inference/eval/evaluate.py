@@ -18,7 +18,7 @@ from omegaconf import DictConfig
 from inference.eval.costs import cost_report, measure_costs
 from inference.eval.datasets import load_benchmarks, run_benchmarks
 from inference.eval.decoders import build_decoders, verify_window
-from inference.eval.drafters import drafter_paths, load_drafters
+from inference.eval.drafters import drafter_paths, load_drafters, warn_on_other_chat_templates
 from inference.eval.loop import warm_up
 from inference.eval.machine_load import LoadMonitor, free_cores
 from inference.eval.meta import run_meta
@@ -56,6 +56,7 @@ def evaluate(cfg: DictConfig, out_dir: Path) -> dict[str, Any]:
     plan = plan_target(cfg)
     drafters = load_drafters(paths, plan)
     target = load_planned_target(cfg, plan, drafters)
+    warn_on_other_chat_templates(paths, target)
     decoders = build_decoders(methods, target, drafters, paths, options)
     log.info(
         "target %s on %s (%s, %s engine, %s kernels); methods %s; benchmarks %s",

@@ -165,7 +165,7 @@ class _Handler(BaseHTTPRequestHandler):
             return
         reply = {
             "choices": [{"message": {"content": "echo: " + body["messages"][-1]["content"]}, "finish_reason": "stop"}],
-            "usage": {"completion_tokens": 3},
+            "usage": {"completion_tokens": 3, "prompt_tokens": 11},
         }
         data = json.dumps(reply).encode()
         self.send_response(200)
@@ -194,6 +194,7 @@ def test_openai_backend_against_a_local_server():
     finally:
         server.shutdown()
     assert [r.text for r in out] == ["echo: q0", "echo: q1", "echo: q2"] and all(r.num_tokens == 3 for r in out)
+    assert all(r.prompt_tokens == 11 for r in out)  # the server's own count, checked against the template's
     body = _Handler.bodies[-1]
     assert body["chat_template_kwargs"] == {"enable_thinking": False} and body["top_k"] == 20
     assert body["max_tokens"] == 32 and body["temperature"] == 0.7
