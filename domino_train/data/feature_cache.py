@@ -4,7 +4,10 @@ Only what the drafter consumes is stored: the concatenated outputs of `target_la
 per token, bf16 by default), so the disk cost is `K * H * 2` bytes per token (Qwen3-8B, K = 5: 40 KiB per
 token; SmolLM2-135M: 5.6 KiB), plus the target's own greedy next token at every position (`next_ids`,
 int32: 4 bytes per token). The latter are the labels of distillation (`data.labels=target`): on text the
-target did not write, the target's argmax at position t is what serving would verify after t.
+target did not write, the target's argmax at position t is what serving would verify after t. With
+`topk` > 0 the target's k most likely next tokens and their log-probabilities are stored too (`topk_ids`
+int32 and `topk_logprobs` fp32: 8k bytes per token), what the distribution losses train on
+(`method/losses.py`).
 
 Rows are streamed through the target in right-padded batches (causal attention: padding after a row
 never changes its features), grouped by length inside windows of `window_rows` rows so that padding
@@ -34,6 +37,7 @@ from domino_train.data.freshness import claim_folder, content_digest
 from domino_train.data.manifest import target_record, timestamp
 from domino_train.data.shards import write_json_atomic
 from domino_train.data.tokenize import load_tokenized
+from domino_train.method.losses import top_distribution
 from inference.targets.adapter import TargetModel
 
 INDEX = "index.json"
@@ -45,9 +49,10 @@ def _shard_file(folder: Path, k: int) -> Path:
 
 @torch.inference_mode()
 def _forward_rows(
-    target: TargetModel, rows: list[list[int]], layer_ids: list[int], dtype: torch.dtype
-) -> tuple[torch.Tensor, torch.Tensor]:
-    """Features [n, longest, K*H] (in `dtype`, on the CPU) and greedy next ids [n, longest] of right-padded rows."""
+    target: TargetModel, rows: list[list[int]], layer_ids: list[int], dtype: torch.dtype, topk: int
+) -> dict[str, torch.Tensor]:
+    """Per right-padded row [n, longest, ...] on the CPU: features (in `dtype`), greedy next ids and, with
+    `topk`, the target's top-k ids and log-probabilities."""
     longest = max(len(r) for r in rows)
     ids = torch.zeros((len(rows), longest), dtype=torch.long)
     attn = torch.zeros_like(ids)
@@ -55,7 +60,11 @@ def _forward_rows(
         ids[i, : len(r)] = torch.tensor(r)
         attn[i, : len(r)] = 1
     out = target(ids.to(target.device), attention_mask=attn.to(target.device), layer_ids=layer_ids)
-    return out.features.to("cpu", dtype), out.logits.argmax(-1).to("cpu", torch.int32)
+    result = {"features": out.features.to("cpu", dtype), "next_ids": out.logits.argmax(-1).to("cpu", torch.int32)}
+    if topk:
+        top_ids, top_logprobs = top_distribution(out.logits, topk)
+        result.update(topk_ids=top_ids.cpu(), topk_logprobs=top_logprobs.cpu())
+    return result
 
 
 def build_feature_cache(
@@ -68,6 +77,7 @@ def build_feature_cache(
     batch_tokens: int = 8192,
     window_rows: int = 256,
     overwrite: bool = False,
+    topk: int = 0,
 ) -> dict[str, Any]:
     """Write the feature shards and `index.json` for the tokenized set at `dataset_dir`."""
     ds, manifest = load_tokenized(dataset_dir)
@@ -80,15 +90,16 @@ def build_feature_cache(
         "dtype": str(dtype).removeprefix("torch."),
         "shard_bytes": shard_bytes,
         "window_rows": window_rows,
+        **({"topk": topk} if topk else {}),  # (caches made before top-k existed keep their settings)
     }
     claim_folder(out_dir, settings, overwrite)
-    writer = _ShardWriter(out_dir, shard_tokens=max(1, shard_bytes // bytes_per_token))
+    writer = _ShardWriter(out_dir, shard_tokens=max(1, shard_bytes // (bytes_per_token + 4 + 8 * topk)))
     row = writer.next_row
     bar = tqdm(total=manifest["counts"]["tokens"], desc="cache features", unit=" tok", unit_scale=True)
     bar.update(sum(len(r) for r in ds.select(range(row))["input_ids"]) if row else 0)
     while row < len(ds):
         window = ds.select(range(row, min(row + window_rows, len(ds))))["input_ids"]
-        writer.add(row, window, _window_features(target, window, layer_ids, dtype, batch_tokens, bar))
+        writer.add(row, window, _window_features(target, window, layer_ids, dtype, batch_tokens, topk, bar))
         row += len(window)
     bar.close()
     writer.flush()
@@ -104,7 +115,7 @@ class _ShardWriter:
     def __init__(self, out_dir: Path, shard_tokens: int) -> None:
         self.out_dir, self.shard_tokens = out_dir, shard_tokens
         self.shards = [_read_shard_meta(p) for p in sorted(out_dir.glob("features-*.safetensors"))]
-        self.pending: list[tuple[torch.Tensor, torch.Tensor]] = []
+        self.pending: list[dict[str, torch.Tensor]] = []
         self.pending_rows: list[int] = []
         self.pending_tokens = 0
 
@@ -112,7 +123,7 @@ class _ShardWriter:
     def next_row(self) -> int:
         return self.shards[-1]["first_row"] + self.shards[-1]["num_rows"] if self.shards else 0
 
-    def add(self, first_row: int, window: list[list[int]], results: list[tuple[torch.Tensor, torch.Tensor]]) -> None:
+    def add(self, first_row: int, window: list[list[int]], results: list[dict[str, torch.Tensor]]) -> None:
         """A window's rows (from `first_row`): written out once the pending rows reach a shard's tokens."""
         self.pending.extend(results)
         self.pending_rows.extend(range(first_row, first_row + len(window)))
@@ -123,11 +134,8 @@ class _ShardWriter:
     def flush(self) -> None:
         if not self.pending:
             return
-        tensors = {
-            "features": torch.cat([f for f, _ in self.pending]).contiguous(),
-            "next_ids": torch.cat([n for _, n in self.pending]).contiguous(),
-            "offsets": torch.tensor([0] + [len(f) for f, _ in self.pending]).cumsum(0),
-        }
+        tensors = {name: torch.cat([r[name] for r in self.pending]).contiguous() for name in self.pending[0]}
+        tensors["offsets"] = torch.tensor([0] + [len(r["features"]) for r in self.pending]).cumsum(0)
         path = _shard_file(self.out_dir, len(self.shards))
         tmp = path.with_name(f".{path.name}.tmp")
         save_file(tensors, str(tmp), metadata={"first_row": str(self.pending_rows[0])})
@@ -144,15 +152,16 @@ def _window_features(
     layer_ids: list[int],
     dtype: torch.dtype,
     batch_tokens: int,
+    topk: int,
     bar: tqdm,
-) -> list[tuple[torch.Tensor, torch.Tensor]]:
-    """Each row's (features, next_ids), in the window's order, from length-sorted batches."""
-    results: list[tuple[torch.Tensor, torch.Tensor] | None] = [None] * len(window)
+) -> list[dict[str, torch.Tensor]]:
+    """Each row's tensors (features, next_ids, ...), in the window's order, from length-sorted batches."""
+    results: list[dict[str, torch.Tensor] | None] = [None] * len(window)
     for batch in length_sorted_batches([len(r) for r in window], batch_tokens):
-        feats, next_ids = _forward_rows(target, [window[i] for i in batch], layer_ids, dtype)
+        out = _forward_rows(target, [window[i] for i in batch], layer_ids, dtype, topk)
         for j, i in enumerate(batch):
             n = len(window[i])
-            results[i] = (feats[j, :n].clone(), next_ids[j, :n].clone())
+            results[i] = {name: t[j, :n].clone() for name, t in out.items()}
         bar.update(sum(len(window[i]) for i in batch))
     return results
 
@@ -178,6 +187,7 @@ def _write_index(
         "width": len(settings["layer_ids"]) * target.config.hidden_size,
         "dtype": settings["dtype"],
         "bytes_per_token": bytes_per_token,
+        "topk": settings.get("topk", 0),
         "bytes_total": sum((out_dir / s["file"]).stat().st_size for s in shards),
         "target": target_record(target),
         "dataset_manifest_created": manifest.get("created"),
@@ -246,3 +256,18 @@ class FeatureCache:
             )
         handle, a, b = self._locate(row)
         return handle.get_slice("next_ids")[a:b]
+
+    @property
+    def topk(self) -> int:
+        """How many of the target's most likely next tokens each position holds (0: none)."""
+        return int(self.index.get("topk", 0))
+
+    def distribution(self, row: int) -> tuple[torch.Tensor, torch.Tensor]:
+        """Row i's top-k next-token ids [T_i, k] (int32) and log-probabilities [T_i, k] (fp32)."""
+        if not self.topk:
+            raise ValueError(
+                f"feature cache {self.path} holds no top-k distribution: rebuild it with cache.topk=32 "
+                "(`domino-data stages=[cache] cache.topk=32 overwrite=true`), or train with online features"
+            )
+        handle, a, b = self._locate(row)
+        return handle.get_slice("topk_ids")[a:b], handle.get_slice("topk_logprobs")[a:b]

@@ -111,6 +111,7 @@ def _cache(cfg: DictConfig, out: Path) -> dict[str, Any]:
         c.batch_tokens,
         c.window_rows,
         cfg.overwrite,
+        c.topk,
     )
 
 

@@ -3,7 +3,8 @@
 Batches are dicts: `input_ids`, `loss_mask`, `attention_mask` [b, T] (right-padded), `features`
 [b, T, K*H] when a feature cache is used (offline training; otherwise the module runs the target), and
 `next_ids` [b, T] (the target's greedy next tokens, from the cache) when training on distilled labels
-(`labels: target`).
+(`labels: target`), and `topk_ids` / `topk_logprobs` [b, T, k] (the target's most likely next tokens)
+when the cache holds them.
 """
 
 from __future__ import annotations
@@ -38,6 +39,12 @@ def collate(rows: list[dict[str, Any]]) -> dict[str, torch.Tensor]:
         batch["next_ids"] = torch.zeros(b, longest, dtype=torch.long)
         for i, r in enumerate(rows):
             batch["next_ids"][i, : len(r["next_ids"])] = torch.as_tensor(r["next_ids"])
+    for name, fill in (("topk_ids", 0), ("topk_logprobs", float("-inf"))):  # padding: an empty distribution
+        if name in rows[0]:
+            k = rows[0][name].shape[-1]
+            batch[name] = torch.full((b, longest, k), fill, dtype=rows[0][name].dtype)
+            for i, r in enumerate(rows):
+                batch[name][i, : len(r[name])] = r[name]
     return batch
 
 
@@ -65,6 +72,9 @@ class Rows(Dataset):
             out["features"] = features[j][: self.max_length]
             if self.with_next_ids:
                 out["next_ids"] = features.next_ids(j)[: self.max_length]
+            if getattr(features, "topk", 0):
+                ids, logprobs = features.distribution(j)
+                out["topk_ids"], out["topk_logprobs"] = ids[: self.max_length], logprobs[: self.max_length]
         return out
 
     def label_counts(

@@ -1,9 +1,10 @@
 """`DominoLitModule`: trains a `DominoDrafter` against a frozen target.
 
 Per step: target features (from the batch's feature cache, or one no-grad target forward), random anchor
-blocks drafted in one forward, then `loss = lambda_t * CE(base) + (1 - lambda_t) * CE(final)` (the loss
-itself: `objectives.domino_loss`) with the GRU teacher-forced (`causal_input=teacher_forced`) or rolled out
-on its own greedy drafts (`causal_input=ttt`). A drafter without head trains on CE(base) alone.
+blocks drafted in one forward, then `loss = lambda_t * L(base) + (1 - lambda_t) * L(final)` (the loss
+itself: `losses.domino_loss`; L is CE on the labels unless `train.loss` mixes in distances to the
+target's distribution) with the GRU teacher-forced (`causal_input=teacher_forced`) or rolled out on its
+own greedy drafts (`causal_input=ttt`). A drafter without head trains on L(base) alone.
 
 The target is loaded once per process in `setup` (on that rank's device) and kept outside the module's
 parameters, optimizer and checkpoints; the drafter borrows its embedding and lm_head by reference. Also
@@ -21,11 +22,11 @@ from typing import Any
 import lightning as L
 import torch
 
+from domino_train.method.losses import BlockLoss, TargetDistribution, block_distribution, domino_loss, top_distribution
 from domino_train.method.metrics import run_metrics
 from domino_train.method.objectives import (
     acceptance_stats,
     block_targets,
-    domino_loss,
     lambda_at,
     restrict_to_draft_vocab,
     sample_anchors,
@@ -62,6 +63,7 @@ class DominoLitModule(L.LightningModule):
         flex_attention: str = "auto",
         seed: int = 0,
         init: str = "random",
+        loss: dict[str, float] | None = None,
         run_config: dict[str, Any] | None = None,
     ) -> None:
         super().__init__()
@@ -70,6 +72,7 @@ class DominoLitModule(L.LightningModule):
         if init not in INITS:
             raise ValueError(f"drafter.init must be one of {INITS}, got {init!r}")
         lambda_at(0, 1, lambda_start, decay_ratio, curriculum)  # validates the curriculum name now
+        self.loss = BlockLoss(**(loss or {}))
         self.save_hyperparameters(ignore=["target", "drafter_config"])
         # Logged and checkpointed in its config.json form (the record format); training builds from the config.
         self.save_hyperparameters({"drafter_config": drafter_config.to_hf_dict(), **self.hparams})
@@ -141,19 +144,34 @@ class DominoLitModule(L.LightningModule):
         mode = self.hparams.flex_attention
         return mode == "on" or (mode == "auto" and self.device.type == "cuda")
 
-    def _step(self, batch: dict[str, torch.Tensor], generator: torch.Generator) -> dict[str, Any]:
-        ids, loss_mask = batch["input_ids"], batch["loss_mask"]
+    def _target_outputs(
+        self, batch: dict[str, torch.Tensor]
+    ) -> tuple[torch.Tensor, torch.Tensor | None, tuple[torch.Tensor, torch.Tensor] | None]:
+        """The target's features, greedy next ids (when distilling) and top-k distribution (when the loss
+        needs it) for the batch: from its feature cache, or from one no-grad target forward."""
         features, next_ids = batch.get("features"), batch.get("next_ids")
+        top = (batch["topk_ids"], batch["topk_logprobs"]) if "topk_ids" in batch else None
         if features is not None:  # a cache stores bf16 whatever the drafter trains in
             features = features.to(self.drafter.backbone.fc.weight.dtype)
         else:
             with torch.no_grad():
+                ids = batch["input_ids"]
                 out = self.target(ids, attention_mask=batch["attention_mask"], layer_ids=self.config.target_layer_ids)
                 features = out.features
-                if self.distill:
-                    next_ids = out.logits.argmax(-1)
+                next_ids = out.logits.argmax(-1) if self.distill else None
+                top = top_distribution(out.logits, self.loss.topk) if self.loss.needs_distribution else None
         if self.distill and next_ids is None:
             raise ValueError("data.labels=target needs feature caches with next_ids, or online features")
+        if self.loss.needs_distribution and top is None:
+            raise ValueError(
+                f"train.loss ({self.loss}) needs the target's distribution: build the feature caches with "
+                "cache.topk=32 (domino-data stages=[cache] cache.topk=32 overwrite=true), or train with online features"
+            )
+        return features, next_ids, top
+
+    def _step(self, batch: dict[str, torch.Tensor], generator: torch.Generator) -> dict[str, Any]:
+        ids, loss_mask = batch["input_ids"], batch["loss_mask"]
+        features, next_ids, top = self._target_outputs(batch)
         anchors = sample_anchors(loss_mask, self.hparams.num_anchors, generator)
         targets = block_targets(
             ids,
@@ -165,6 +183,9 @@ class DominoLitModule(L.LightningModule):
         )
         if self.drafter.vocab.is_subset:
             targets = restrict_to_draft_vocab(targets, self.drafter.vocab)
+        dist: TargetDistribution | None = None
+        if self.loss.needs_distribution:
+            dist = block_distribution(*top, anchors, self.config.num_draft_tokens, self.drafter.vocab)
         hidden = self.drafter.forward_blocks(features, ids, anchors, use_flex=self._use_flex())
         if self.drafter.head is not None and self.hparams.causal_input == "ttt":
             logits = self.drafter.rollout_logits(hidden, targets.causal_tokens[..., 0])
@@ -172,7 +193,8 @@ class DominoLitModule(L.LightningModule):
             logits = self.drafter.block_logits(hidden, targets.causal_tokens if self.drafter.head else None)
         has_head = self.drafter.head is not None
         lam = self.lambda_t() if has_head else 1.0
-        loss, ce_base, ce_final = domino_loss(logits.base, logits.final if has_head else None, targets, lam)
+        final = logits.final if has_head else None
+        loss, ce_base, ce_final = domino_loss(logits.base, final, targets, lam, self.loss, dist)
         acc_base, tau_base = acceptance_stats(logits.base, targets)
         acc_final, tau_final = acceptance_stats(logits.final, targets)
         return dict(

@@ -4,9 +4,9 @@ predict serving speed (per-position accuracy, simulated acceptance length).
 For each sequence, up to `num_anchors` anchors a are drawn (without replacement, fresh every step) among
 the positions where tokens a and a + 1 are both loss-masked (assistant) tokens. Draft token j of the
 block anchored at a predicts token a + j (or, distilling, the target's own choice there: `block_targets`)
-with weight `loss_mask[a + j] * exp(-(j - 1) / gamma)`; each CE is `sum(w * CE) / sum(w)`. With a draft
-vocabulary, labels outside it weigh 0 (`restrict_to_draft_vocab`). The loss (`domino_loss`) mixes the CE of
-the base logits and of the final (head-corrected) logits with the curriculum weight `lambda_at`.
+with weight `loss_mask[a + j] * exp(-(j - 1) / gamma)`. With a draft vocabulary, labels outside it weigh 0
+(`restrict_to_draft_vocab`). What each position is scored with, and how base and final logits mix under
+the curriculum weight `lambda_at`, is `losses.py`.
 """
 
 from __future__ import annotations
@@ -15,7 +15,6 @@ import math
 from dataclasses import dataclass
 
 import torch
-import torch.nn.functional as F
 
 from inference.drafter.draft_vocab import DraftVocab
 
@@ -94,27 +93,6 @@ def restrict_to_draft_vocab(targets: BlockTargets, vocab: DraftVocab) -> BlockTa
         causal_tokens=targets.causal_tokens,
         in_vocab=inside,
     )
-
-
-def weighted_ce(logits: torch.Tensor, targets: BlockTargets) -> torch.Tensor:
-    """sum(w * CE) / sum(w) over all draft positions of all blocks (fp32)."""
-    ce = F.cross_entropy(logits.flatten(0, -2).float(), targets.labels.flatten(), reduction="none")
-    w = targets.weights.flatten()
-    return (ce * w).sum() / w.sum().clamp(min=1e-8)
-
-
-def domino_loss(
-    base: torch.Tensor, final: torch.Tensor | None, targets: BlockTargets, lam: float
-) -> tuple[torch.Tensor, torch.Tensor, torch.Tensor]:
-    """(loss, CE(base), CE(final)) with `loss = lam * CE(base) + (1 - lam) * CE(final)`.
-
-    `final=None` is a drafter without head (DFlash): it trains on CE(base) alone, whatever `lam` is.
-    """
-    ce_base = weighted_ce(base, targets)
-    if final is None:
-        return ce_base, ce_base, ce_base
-    ce_final = weighted_ce(final, targets)
-    return lam * ce_base + (1 - lam) * ce_final, ce_base, ce_final
 
 
 @torch.no_grad()

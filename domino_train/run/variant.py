@@ -64,16 +64,26 @@ def _get(cfg: DictConfig | Mapping[str, Any], dotted: str) -> Any:
     return node
 
 
-def variant_tags(cfg: DictConfig | Mapping[str, Any]) -> list[str]:
-    """Short tags naming the ablation: target, block size, head, and for a head its causal input and curriculum.
+def _loss_tag(cfg: DictConfig | Mapping[str, Any]) -> list[str]:
+    """`["0.1ce+0.9tv"]` for a loss other than plain cross-entropy, else []."""
+    loss = _get(cfg, "train.loss") or {}
+    defaults = {"ce": 1.0, "kl": 0.0, "tv": 0.0}
+    terms = [f"{w:g}{name}" for name, default in defaults.items() if (w := loss.get(name, default))]
+    return [] if terms == ["1ce"] else ["+".join(terms)]
 
-    e.g. `["Qwen3-8B", "b16", "domino", "teacher_forced", "curriculum"]` or `["Qwen3-8B", "b16", "no_head"]`.
-    Reads only those five keys (the W&B tags resolver calls it on the config that holds the tags).
+
+def variant_tags(cfg: DictConfig | Mapping[str, Any]) -> list[str]:
+    """Short tags naming the ablation: target, block size, head, for a head its causal input and
+    curriculum, and the loss when it is not plain cross-entropy.
+
+    e.g. `["Qwen3-8B", "b16", "domino", "teacher_forced", "curriculum"]`, `["Qwen3-8B", "b16", "no_head"]` or
+    `["SmolLM2-135M-Instruct", "b4", "domino", "teacher_forced", "curriculum", "0.1ce+0.9tv"]`. Reads only
+    those keys (the W&B tags resolver calls it on the config that holds the tags).
     """
     target = str(_get(cfg, "target.spec") or "target").rstrip("/").split("/")[-1]
     tags = [target, f"b{_get(cfg, 'drafter.block_size')}"]
     head = _get(cfg, "drafter.head")
     if head is None:
-        return [*tags, "no_head"]
+        return [*tags, "no_head", *_loss_tag(cfg)]
     curriculum = "curriculum" if _get(cfg, "train.curriculum") == "linear" else "no_curriculum"
-    return [*tags, str(head), str(_get(cfg, "train.causal_input")), curriculum]
+    return [*tags, str(head), str(_get(cfg, "train.causal_input")), curriculum, *_loss_tag(cfg)]

@@ -2,17 +2,14 @@ import math
 
 import pytest
 import torch
-import torch.nn.functional as F
 
 from domino_train.method.objectives import (
     acceptance_stats,
     block_targets,
-    domino_loss,
     lambda_at,
     restrict_to_draft_vocab,
     sample_anchors,
     warmup_cosine,
-    weighted_ce,
 )
 from inference.drafter.draft_vocab import DraftVocab
 
@@ -71,28 +68,6 @@ def test_labels_outside_the_draft_vocabulary_weigh_zero_but_count_as_misses():
     logits[0, 0, :, 0] = 9.0  # always drafts target id 1: right, then (target 2 is unreachable) wrong
     per_position, tau = acceptance_stats(logits, r)
     assert per_position.tolist() == [1.0, 0.0, 0.0] and tau.item() == 2.0
-
-
-def test_weighted_ce_is_sum_w_ce_over_sum_w():
-    ids = torch.randint(0, 50, (1, 12))
-    t = block_targets(ids, torch.ones(1, 12, dtype=torch.long), torch.tensor([[1, 5]]), 3, 7.0)
-    logits = torch.randn(1, 2, 3, 50)
-    ce = F.cross_entropy(logits.view(-1, 50), t.labels.view(-1), reduction="none")
-    expected = (ce * t.weights.view(-1)).sum() / t.weights.sum()
-    torch.testing.assert_close(weighted_ce(logits, t), expected)
-
-
-def test_domino_loss_mixes_base_and_final_ce_by_lambda():
-    ids = torch.arange(100, 112).unsqueeze(0)
-    t = block_targets(ids, torch.ones(1, 12, dtype=torch.long), torch.tensor([[2, 6]]), num_draft=3, gamma=7.0)
-    base = torch.randn(1, 2, 3, 120, generator=torch.Generator().manual_seed(0))
-    final = base + torch.randn(base.shape, generator=torch.Generator().manual_seed(1))
-    loss, ce_base, ce_final = domino_loss(base, final, t, 0.25)
-    torch.testing.assert_close(ce_base, weighted_ce(base, t))
-    torch.testing.assert_close(ce_final, weighted_ce(final, t))
-    torch.testing.assert_close(loss, 0.25 * ce_base + 0.75 * ce_final)
-    no_head = domino_loss(base, None, t, 0.25)  # a DFlash drafter trains on CE(base) alone
-    assert all(torch.equal(x, ce_base) for x in no_head)
 
 
 def test_acceptance_stats():

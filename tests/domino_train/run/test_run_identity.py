@@ -54,6 +54,8 @@ def test_wandb_config_derives_tags_group_and_id(compose_train, tmp_path):
     ttt = compose_train(["experiment=qwen3_8b_ttt"], tmp_path)
     assert variant_tags(ttt) == ["Qwen3-8B", "b16", "domino", "ttt", "curriculum"]
     assert variant_tags(compose_train(["experiment=qwen3_8b_no_curriculum"], tmp_path))[-1] == "no_curriculum"
+    assert variant_tags(compose_train(["experiment=qwen3_8b_ttt", "train/loss=ce_tv"], tmp_path))[-1] == "0.1ce+0.9tv"
+    assert variant_tags(compose_train(["experiment=qwen3_8b_dflash", "train/loss=kl"], tmp_path))[-1] == "1kl"
 
 
 def test_variant_config_ignores_seed_paths_and_devices(compose_train, tmp_path):

@@ -195,9 +195,11 @@ def test_resume_redoes_the_validation_due_at_its_checkpoint_over_every_batch(tin
         assert after.losses[step] == pytest.approx(whole.losses[step], rel=1e-6, abs=1e-7), step
 
 
-def _tokenized_set(tmp_path, name="tokenized", first=0, n=12, layer_ids=(1, 3), dtype=torch.float32, target=None):
-    """A small tokenized set of rows q{i} / a{i} (i in first..first+n) and its fp32 feature cache, made
-    for `target` (the tiny Qwen3 by default)."""
+def _tokenized_set(
+    tmp_path, name="tokenized", first=0, n=12, layer_ids=(1, 3), dtype=torch.float32, target=None, topk=0
+):
+    """A small tokenized set of rows q{i} / a{i} (i in first..first+n) and its fp32 feature cache (with the
+    target's top-k distribution when `topk`), made for `target` (the tiny Qwen3 by default)."""
     import json
 
     from domino_train.data.feature_cache import build_feature_cache
@@ -214,7 +216,7 @@ def _tokenized_set(tmp_path, name="tokenized", first=0, n=12, layer_ids=(1, 3), 
     target = target or tiny_target()
     prepare({name: LocalFiles(name=name, paths=[str(corpus)])}, tmp_path / f"{name}-prepared")
     tokenize(target, tmp_path / f"{name}-prepared", tmp_path / name, 96)
-    build_feature_cache(target, tmp_path / name, tmp_path / f"{name}-features", list(layer_ids), dtype=dtype)
+    build_feature_cache(target, tmp_path / name, tmp_path / f"{name}-features", list(layer_ids), dtype=dtype, topk=topk)
     return tmp_path / name, tmp_path / f"{name}-features"
 
 
@@ -249,6 +251,35 @@ def test_offline_features_give_the_online_loss(tmp_path, tiny_cfg):
         assert half.losses[step] == pytest.approx(online.losses[step], rel=2e-2), step
     with pytest.raises(ValueError, match="feature cache holds target layers"):
         _fit(tiny_cfg(*data, f"data.features_path={tmp_path / 'features'}", "drafter.num_draft_layers=3"))
+
+
+def test_distribution_losses_train_offline_as_online(tmp_path, tiny_cfg):
+    tokenized, features = _tokenized_set(tmp_path, "tokenized", topk=8)
+    _, plain = _tokenized_set(tmp_path, "plain")
+    data = [
+        "data=tokenized",
+        f"data.path={tokenized}",
+        "data.val_size=2",
+        "data.num_workers=0",
+        "data.batch_size=2",
+        "data.max_length=96",
+        "trainer.max_steps=3",
+        "callbacks.export=null",
+        "callbacks.model_checkpoint=null",
+        "trainer.val_check_interval=100",
+        "train/loss=ce_tv",
+        "train.loss.kl=0.5",
+        "train.loss.topk=8",
+    ]
+    online, offline, ce = Recorder(), Recorder(), Recorder()
+    _fit(tiny_cfg(*data), online)
+    _fit(tiny_cfg(*data, f"data.features_path={features}"), offline)
+    _fit(tiny_cfg(*data[:-3], f"data.features_path={features}"), ce)
+    for step in (1, 2, 3):
+        assert offline.losses[step] == pytest.approx(online.losses[step], rel=1e-4), step
+        assert offline.losses[step] != pytest.approx(ce.losses[step], rel=1e-2), step  # the distances count
+    with pytest.raises(ValueError, match=r"needs the target's distribution: build the feature caches with cache\.topk"):
+        _fit(tiny_cfg(*data, f"data.features_path={plain}"))
 
 
 DISTILL = [
