@@ -220,13 +220,9 @@ def _tokenized_set(
     return tmp_path / name, tmp_path / f"{name}-features"
 
 
-def test_offline_features_give_the_online_loss(tmp_path, tiny_cfg):
-    from domino_train.data.feature_cache import build_feature_cache
-
-    target = tiny_target()
-    tokenized, features = _tokenized_set(tmp_path, "tokenized")
-    (tmp_path / "features").symlink_to(features)
-    data = [
+def _three_steps_on(tokenized):
+    """Overrides: three training steps on the tokenized set, nothing exported or checkpointed."""
+    return [
         "data=tokenized",
         f"data.path={tokenized}",
         "data.val_size=2",
@@ -238,6 +234,15 @@ def test_offline_features_give_the_online_loss(tmp_path, tiny_cfg):
         "callbacks.model_checkpoint=null",
         "trainer.val_check_interval=100",
     ]
+
+
+def test_offline_features_give_the_online_loss(tmp_path, tiny_cfg):
+    from domino_train.data.feature_cache import build_feature_cache
+
+    target = tiny_target()
+    tokenized, features = _tokenized_set(tmp_path, "tokenized")
+    (tmp_path / "features").symlink_to(features)
+    data = _three_steps_on(tokenized)
     online, offline = Recorder(), Recorder()
     _fit(tiny_cfg(*data), online)
     _fit(tiny_cfg(*data, f"data.features_path={tmp_path / 'features'}"), offline)
@@ -257,16 +262,7 @@ def test_distribution_losses_train_offline_as_online(tmp_path, tiny_cfg):
     tokenized, features = _tokenized_set(tmp_path, "tokenized", topk=8)
     _, plain = _tokenized_set(tmp_path, "plain")
     data = [
-        "data=tokenized",
-        f"data.path={tokenized}",
-        "data.val_size=2",
-        "data.num_workers=0",
-        "data.batch_size=2",
-        "data.max_length=96",
-        "trainer.max_steps=3",
-        "callbacks.export=null",
-        "callbacks.model_checkpoint=null",
-        "trainer.val_check_interval=100",
+        *_three_steps_on(tokenized),
         "train/loss=ce_tv",
         "train.loss.kl=0.5",
         "train.loss.topk=8",
