@@ -60,7 +60,7 @@ class DominoDataModule(L.LightningDataModule):
                 "none to train on"
             )
         sets = [(rows, features)]
-        self.val_set = Rows(sets, [(0, j) for j in sorted(held)], self.max_length)
+        self.val_set = Rows(sets, [(0, j) for j in sorted(held)], self.max_length, sources=True)
         self.train_set = Rows(sets, [(0, j) for j in train], self.max_length)
 
     def _loader(self, dataset: Dataset, sampler: Sampler) -> DataLoader:

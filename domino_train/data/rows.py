@@ -3,8 +3,9 @@
 Batches are dicts: `input_ids`, `loss_mask`, `attention_mask` [b, T] (right-padded), `features`
 [b, T, K*H] when a feature cache is used (offline training; otherwise the module runs the target), and
 `next_ids` [b, T] (the target's greedy next tokens, from the cache) when training on distilled labels
-(`labels: target`), and `topk_ids` / `topk_logprobs` [b, T, k] (the target's most likely next tokens)
-when the cache holds them.
+(`labels: target`), `topk_ids` / `topk_logprobs` [b, T, k] (the target's most likely next tokens)
+when the cache holds them, and `source` [b] (an index into `Rows.sources`: the part of the row's id
+before its first "/", which `domino-data` sets to the source's name) for rows that report their source.
 """
 
 from __future__ import annotations
@@ -39,6 +40,8 @@ def collate(rows: list[dict[str, Any]]) -> dict[str, torch.Tensor]:
         batch["next_ids"] = torch.zeros(b, longest, dtype=torch.long)
         for i, r in enumerate(rows):
             batch["next_ids"][i, : len(r["next_ids"])] = torch.as_tensor(r["next_ids"])
+    if "source" in rows[0]:
+        batch["source"] = torch.tensor([r["source"] for r in rows])
     for name, fill in (("topk_ids", 0), ("topk_logprobs", float("-inf"))):  # padding: an empty distribution
         if name in rows[0]:
             k = rows[0][name].shape[-1]
@@ -52,13 +55,30 @@ class Rows(Dataset):
     """Rows of one or more sets (lists or Arrow sets), truncated to `max_length`, with cached features
     (and the target's next ids, for distilled labels) when given.
 
-    `sets`: (rows, features or None) per set; `indices`: (set, row) pairs.
+    `sets`: (rows, features or None) per set; `indices`: (set, row) pairs. With `sources`, each row also
+    carries the index of its source in `self.sources` (validation reports tau per source).
     """
 
     def __init__(
-        self, sets: list[tuple[Any, Any]], indices: list[tuple[int, int]], max_length: int, next_ids: bool = False
+        self,
+        sets: list[tuple[Any, Any]],
+        indices: list[tuple[int, int]],
+        max_length: int,
+        next_ids: bool = False,
+        sources: bool = False,
     ) -> None:
         self.sets, self.indices, self.max_length, self.with_next_ids = sets, indices, max_length, next_ids
+        self.sources: list[str] = []
+        self._source_of: list[int] | None = None
+        if sources:
+            names = [self._source_name(k, j) for k, j in indices]
+            self.sources = sorted(set(names))
+            self._source_of = [self.sources.index(n) for n in names]
+
+    def _source_name(self, k: int, j: int) -> str:
+        rows = self.sets[k][0]
+        row_id = rows[j].get("id") if isinstance(rows[j], dict) else None
+        return str(row_id).split("/")[0] if row_id is not None and "/" in str(row_id) else ""
 
     def __len__(self) -> int:
         return len(self.indices)
@@ -68,6 +88,8 @@ class Rows(Dataset):
         rows, features = self.sets[k]
         row = rows[j]
         out = {"input_ids": row["input_ids"][: self.max_length], "loss_mask": row["loss_mask"][: self.max_length]}
+        if self._source_of is not None:
+            out["source"] = self._source_of[i]
         if features is not None:
             out["features"] = features[j][: self.max_length]
             if self.with_next_ids:

@@ -130,7 +130,7 @@ class TokenizedDataModule(DominoDataModule):
             sets = [(r, f) for r, f, _ in opened]
             indices = self.train_set.indices + [(k, j) for k in range(1, len(sets)) for j in range(len(sets[k][0]))]
             self.train_set = Rows(sets, indices, self.max_length, with_next)
-            self.val_set = Rows(sets, self.val_set.indices, self.max_length, with_next)
+            self.val_set = Rows(sets, self.val_set.indices, self.max_length, with_next, sources=True)
             return
         val_rows, val_features, val_manifest = self._open(self.val_path, self.val_features_path)
         self.manifest["validation"] = {"path": self.val_path, "manifest": val_manifest}
@@ -151,7 +151,7 @@ class TokenizedDataModule(DominoDataModule):
             raise ValueError("no training rows are left once the validation rows are held out")
         self.manifest["validation"]["dropped_from_training"] = overlap
         self.train_set = Rows(sets, train_idx, self.max_length, with_next)
-        self.val_set = Rows(sets, [(len(sets) - 1, j) for j in val_idx], self.max_length, with_next)
+        self.val_set = Rows(sets, [(len(sets) - 1, j) for j in val_idx], self.max_length, with_next, sources=True)
 
     @property
     def feature_layer_ids(self) -> list[int] | None:

@@ -32,6 +32,7 @@ from domino_train.method.objectives import (
     sample_anchors,
     warmup_cosine,
 )
+from domino_train.method.source_tau import SourceTau
 from domino_train.method.target_init import INITS, init_from_target
 from inference.drafter import DominoDrafter
 from inference.drafter.config import DrafterConfig
@@ -83,6 +84,7 @@ class DominoLitModule(L.LightningModule):
         self.data_manifest: dict[str, Any] = {}
         self.distill = False  # labels = the target's own next tokens (data.labels=target)
         self.blocks_seen = 0  # anchor blocks trained on so far (all ranks), kept across resumes
+        self._val_by_source: SourceTau | None = None  # validation tau per source of the rows
 
     # --------------------------------------------------------------------------- set-up
     def setup(self, stage: str) -> None:
@@ -197,6 +199,8 @@ class DominoLitModule(L.LightningModule):
         loss, ce_base, ce_final = domino_loss(logits.base, final, targets, lam, self.loss, dist)
         acc_base, tau_base = acceptance_stats(logits.base, targets)
         acc_final, tau_final = acceptance_stats(logits.final, targets)
+        if "source" in batch and self._val_by_source is not None and not self.training:
+            self._val_by_source.add(batch["source"], logits.base, logits.final, targets)
         return dict(
             loss=loss,
             ce_base=ce_base,
@@ -253,6 +257,19 @@ class DominoLitModule(L.LightningModule):
     def validation_step(self, batch: dict[str, torch.Tensor], batch_idx: int) -> None:
         r = self._step(batch, self._generator(1 << 40, batch_idx))
         self._log("val", r, on_step=False)
+
+    def on_validation_epoch_start(self) -> None:
+        val_set = getattr(getattr(self.trainer, "datamodule", None), "val_set", None)
+        self._val_by_source = SourceTau(list(getattr(val_set, "sources", []) or []), self.device)
+
+    def on_validation_epoch_end(self) -> None:
+        """`val/tau_base/<source>`, `val/tau_final/<source>` when the validation rows come from several sources."""
+        if self._val_by_source is None or self.trainer.sanity_checking:
+            return
+        for name, value in self._val_by_source.results(
+            lambda t: self.trainer.strategy.reduce(t, reduce_op="sum")
+        ).items():
+            self.log(f"val/{name}", value, batch_size=1)
 
     def on_fit_end(self) -> None:
         if self.trainer.global_step == 0 and not self.trainer.received_sigterm:

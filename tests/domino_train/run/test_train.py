@@ -196,10 +196,19 @@ def test_resume_redoes_the_validation_due_at_its_checkpoint_over_every_batch(tin
 
 
 def _tokenized_set(
-    tmp_path, name="tokenized", first=0, n=12, layer_ids=(1, 3), dtype=torch.float32, target=None, topk=0
+    tmp_path,
+    name="tokenized",
+    first=0,
+    n=12,
+    layer_ids=(1, 3),
+    dtype=torch.float32,
+    target=None,
+    topk=0,
+    sources=None,
 ):
     """A small tokenized set of rows q{i} / a{i} (i in first..first+n) and its fp32 feature cache (with the
-    target's top-k distribution when `topk`), made for `target` (the tiny Qwen3 by default)."""
+    target's top-k distribution when `topk`), made for `target` (the tiny Qwen3 by default). `sources`
+    names the sources the rows are dealt to in turn (one source named `name` by default)."""
     import json
 
     from domino_train.data.feature_cache import build_feature_cache
@@ -207,14 +216,16 @@ def _tokenized_set(
     from domino_train.data.sources import LocalFiles
     from domino_train.data.tokenize import tokenize
 
-    corpus = tmp_path / f"{name}.jsonl"
     rows = [
         {"messages": [{"role": "user", "content": f"q{i} " * 3}, {"role": "assistant", "content": f"a{i} " * 8}]}
         for i in range(first, first + n)
     ]
-    corpus.write_text("\n".join(json.dumps(r) for r in rows))
+    sources = list(sources or [name])
+    for k, source in enumerate(sources):
+        (tmp_path / f"{source}.jsonl").write_text("\n".join(json.dumps(r) for r in rows[k :: len(sources)]))
     target = target or tiny_target()
-    prepare({name: LocalFiles(name=name, paths=[str(corpus)])}, tmp_path / f"{name}-prepared")
+    files = {source: LocalFiles(name=source, paths=[str(tmp_path / f"{source}.jsonl")]) for source in sources}
+    prepare(files, tmp_path / f"{name}-prepared")
     tokenize(target, tmp_path / f"{name}-prepared", tmp_path / name, 96)
     build_feature_cache(target, tmp_path / name, tmp_path / f"{name}-features", list(layer_ids), dtype=dtype, topk=topk)
     return tmp_path / name, tmp_path / f"{name}-features"
@@ -327,6 +338,15 @@ def test_distillation_draft_vocabulary_and_target_init_train_and_export(tmp_path
     )
     for step in (1, 2, 3):
         assert online.losses[step] == pytest.approx(rec.losses[step], rel=1e-4), step
+
+
+def test_validation_reports_tau_per_source_of_its_rows(tmp_path, tiny_cfg):
+    mixed, _ = _tokenized_set(tmp_path, "mixed", n=16, sources=("chat", "code"))
+    module, trainer = _fit(tiny_cfg(*_three_steps_on(mixed), "data.val_size=6", "trainer.val_check_interval=3"))
+    assert module.trainer.datamodule.val_set.sources == ["chat", "code"]
+    metrics = trainer.callback_metrics
+    for name in ("tau_base/chat", "tau_final/chat", "tau_base/code", "tau_final/code"):
+        assert 1.0 <= float(metrics[f"val/{name}"]) <= 4.0, name
 
 
 def test_training_rows_that_share_an_id_with_validation_rows_are_dropped(tmp_path, tiny_cfg):
