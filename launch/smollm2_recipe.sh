@@ -10,6 +10,9 @@
 #                                       # re-stretched over the longer run, the curriculum kept where it was
 #   EXTEND_FROM=r3 RUN_ID=r4 MAX_STEPS=12900 TRAIN_DATA=smollm2_recipe_more launch/smollm2_recipe.sh
 #                                       # the same, on the data plus two more regenerated slices (conf/data/)
+#   DATA_RECIPE=mix TRAIN_DATA=smollm2_mix RUN_ID=r5-ce launch/smollm2_recipe.sh
+#                                       # ShareGPT + code + math prompts, sampled answers (conf/data/smollm2_mix.yaml)
+#   TRAIN_ARGS="train/loss=ce_tv"       # extra overrides for every training (here: match the target's distribution)
 # Each data stage resumes (regeneration by shard, the caches by shard; finished stages are skipped),
 # and each training resumes from its run folder's last.ckpt (run_id=$RUN_ID). The slices are disjoint
 # rows of the bundled ShareGPT first turns (conf/data/smollm2_recipe{,_more}.yaml); MT-Bench and HumanEval,
@@ -22,7 +25,7 @@ DATA=${DOMINO_DATA:-artifacts/data}
 LOGS=${DOMINO_LOGS:-artifacts/runs}  # where each training's console log goes
 
 FIRST_TURNS="prepare.max_user_turns=1 prepare.max_chars=12000 tokenize.max_length=768"
-CACHE="cache.num_draft_layers=4 cache.shard_bytes=268435456 cache.batch_tokens=4096"
+CACHE="cache.num_draft_layers=4 cache.shard_bytes=268435456 cache.batch_tokens=4096 cache.topk=32"
 REGEN="regenerate.max_new_tokens=320 regenerate.shard_size=256 pipeline.backend.batch_size=128 \
   pipeline.backend.max_batch_tokens=76800 regenerate.max_context=768"
 
@@ -38,9 +41,19 @@ stage() {
   "$BIN/domino-data" name="$name" $FIRST_TURNS $CACHE "$@"
 }
 
-stage smollm2-val stages=[prepare,regenerate,tokenize,cache] pipeline.source.sources.sharegpt.limit=200 $REGEN
-stage smollm2-regen stages=[prepare,regenerate,tokenize,cache] pipeline.source.sources.sharegpt.skip=200 \
-  pipeline.source.sources.sharegpt.limit=2000 $REGEN
+if [[ ${DATA_RECIPE:-sharegpt} == mix ]]; then
+  MIX="pipeline/source=smollm2_mix"
+  stage smollm2-mix-val stages=[prepare,regenerate,tokenize,cache] $MIX pipeline.source.sources.sharegpt.limit=100 \
+    pipeline.source.sources.codeio.limit=50 pipeline.source.sources.gsm_symbolic.limit=50 $REGEN
+  stage smollm2-mix-train stages=[prepare,regenerate,tokenize,cache] $MIX pipeline.source.sources.sharegpt.skip=200 \
+    pipeline.source.sources.sharegpt.limit=2000 pipeline.source.sources.codeio.skip=50 \
+    pipeline.source.sources.codeio.limit=1000 pipeline.source.sources.gsm_symbolic.skip=50 \
+    pipeline.source.sources.gsm_symbolic.limit=1000 $REGEN regenerate.temperature="${REGEN_TEMPERATURE:-0.7}"
+else
+  stage smollm2-val stages=[prepare,regenerate,tokenize,cache] pipeline.source.sources.sharegpt.limit=200 $REGEN
+  stage smollm2-regen stages=[prepare,regenerate,tokenize,cache] pipeline.source.sources.sharegpt.skip=200 \
+    pipeline.source.sources.sharegpt.limit=2000 $REGEN
+fi
 stage smollm2-distill stages=[prepare,tokenize,cache] tokenize.input=prepared \
   pipeline.source.sources.sharegpt.skip=2200 pipeline.source.sources.sharegpt.limit=5000
 if [[ ${TRAIN_DATA:-} == smollm2_recipe_more ]]; then  # ~25 min each on 2 cores: built only when trained on
@@ -69,8 +82,9 @@ for variant in ${VARIANTS:-domino dflash}; do
   if [[ -n "${TRAIN_DATA:-}" ]]; then
     data=(data="$TRAIN_DATA")  # another data config (default: the experiment's smollm2_recipe)
   fi
+  # shellcheck disable=SC2086
   OMP_NUM_THREADS=${TRAIN_THREADS:-1} "$BIN/domino-train" experiment=smollm2_$variant run_id="$RUN_ID" \
-    "${data[@]}" "${extend[@]}" >>"$log" 2>&1 &
+    "${data[@]}" "${extend[@]}" ${TRAIN_ARGS:-} >>"$log" 2>&1 &
   pids+=($!)
 done
 status=0

@@ -99,3 +99,17 @@ def test_train_data_more_builds_two_more_regenerated_slices_and_trains_on_them(t
         "domino-train experiment=smollm2_domino run_id=r1 data=smollm2_recipe_more"
     ]
     assert not any("regen2" in c for c in _run(tmp_path, VARIANTS="domino"))  # only built when trained on
+
+
+def test_the_mix_recipe_builds_its_slices_and_train_args_reach_every_training(tmp_path):
+    _stub_bin(tmp_path)
+    env = {"DATA_RECIPE": "mix", "TRAIN_DATA": "smollm2_mix", "VARIANTS": "domino", "TRAIN_ARGS": "train/loss=ce_tv"}
+    calls = _run(tmp_path, **env)
+    data = [c for c in calls if c.startswith("domino-data")]
+    assert [c.split()[1] for c in data] == ["name=smollm2-mix-val", "name=smollm2-mix-train", "name=smollm2-distill"]
+    assert all("pipeline/source=smollm2_mix" in c for c in data[:2]) and "temperature" not in data[0]
+    assert "regenerate.temperature=0.7" in data[1] and "sharegpt.skip=200" in data[1] and "codeio.skip=50" in data[1]
+    assert all("cache.topk=32" in c for c in data)  # distribution losses can train on every cache
+    assert [c for c in calls if c.startswith("domino-train")] == [
+        "domino-train experiment=smollm2_domino run_id=r1 data=smollm2_mix train/loss=ce_tv"
+    ]
