@@ -13,6 +13,7 @@
 #   DATA_RECIPE=mix TRAIN_DATA=smollm2_mix RUN_ID=r5-ce launch/smollm2_recipe.sh
 #                                       # ShareGPT + code + math prompts, sampled answers (conf/data/smollm2_mix.yaml)
 #   TRAIN_ARGS="train/loss=ce_tv"       # extra overrides for every training (here: match the target's distribution)
+#   DATA_ONLY=1                         # build (or resume) the data sets, train nothing
 # Each data stage resumes (regeneration by shard, the caches by shard; finished stages are skipped),
 # and each training resumes from its run folder's last.ckpt (run_id=$RUN_ID). The slices are disjoint
 # rows of the bundled ShareGPT first turns (conf/data/smollm2_recipe{,_more}.yaml); MT-Bench and HumanEval,
@@ -61,6 +62,10 @@ if [[ ${TRAIN_DATA:-} == smollm2_recipe_more ]]; then  # ~25 min each on 2 cores
     pipeline.source.sources.sharegpt.limit=2000 $REGEN
   stage smollm2-regen3 stages=[prepare,regenerate,tokenize,cache] pipeline.source.sources.sharegpt.skip=9200 \
     pipeline.source.sources.sharegpt.limit=2000 $REGEN
+fi
+
+if [[ -n "${DATA_ONLY:-}" ]]; then
+  exit 0
 fi
 
 # The drafters train side by side, one core each (two 2-thread jobs on 2 cores run far slower); each

@@ -113,3 +113,9 @@ def test_the_mix_recipe_builds_its_slices_and_train_args_reach_every_training(tm
     assert [c for c in calls if c.startswith("domino-train")] == [
         "domino-train experiment=smollm2_domino run_id=r1 data=smollm2_mix train/loss=ce_tv"
     ]
+
+
+def test_data_only_builds_and_trains_nothing(tmp_path):
+    _stub_bin(tmp_path)
+    calls = _run(tmp_path, DATA_ONLY="1")
+    assert len(calls) == 3 and all(c.startswith("domino-data") for c in calls)
