@@ -1,6 +1,9 @@
 """`SpeculativeDecoder`: the draft -> verify -> commit loop every speculative method shares.
 
-A method supplies two steps, `draft(state)` and `verify(state, draft)`; this class owns everything else:
+A method supplies `draft(state)` and the two halves of a verification: `verify_window(state, draft)`, the tokens
+the target runs (with their positions and tree visibility), and `judge(state, draft, logits, features)`,
+the acceptance rule on the logits that forward returned. This class runs the forward between them (so that
+one forward may serve several sequences' windows) and owns everything else:
 the prefill (target features of the prompt projected into the draft cache once), the stop / token-limit
 rule, committing (target KV cache cropped to the kept positions, or compacted for a tree; the kept
 positions' features appended to the draft context), and the statistics with their draft / verify /
@@ -27,6 +30,7 @@ from inference.decoding.generation import Decoder, Generation, take_until_stop
 from inference.decoding.options import DecodeOptions
 from inference.decoding.sampling import sample
 from inference.decoding.stats import GenerationStats
+from inference.decoding.tree.draft_tree import tree_attention_mask
 from inference.drafter import DominoDrafter
 from inference.drafter.draft_cache import DraftKVCache
 from inference.targets.adapter import TargetModel
@@ -42,6 +46,15 @@ class DecodeState:
     generator: torch.Generator | None
     stats: GenerationStats  # methods may record a finer split of their draft stage here
     forced_size: int | None = None  # a replayed round: verify exactly this many drafts (see `schedule`)
+
+
+@dataclass
+class VerifyWindow:
+    """The tokens one verification runs after the cached context: the root, then the draft."""
+
+    ids: torch.Tensor  # [1, n] long
+    depths: torch.Tensor | None = None  # [n] position of each token after the root (tree depth); None = 0..n-1
+    visible: torch.Tensor | None = None  # [n, n] bool: token i attends to token j; None = causal
 
 
 @dataclass
@@ -111,8 +124,27 @@ class SpeculativeDecoder(Decoder):
         """The empty draft of a plain round (the verify then runs the root alone)."""
 
     @abstractmethod
+    def verify_window(self, state: DecodeState, draft: Any) -> VerifyWindow:
+        """The tokens the target verifies after `state.root`'s context: the root, then the draft."""
+
+    @abstractmethod
+    def judge(self, state: DecodeState, draft: Any, logits: torch.Tensor, features: torch.Tensor) -> Verdict:
+        """The acceptance rule on the window's logits [n, V] (row i: the next token after window token i);
+        `features` [1, n, K*H] are the window's target features."""
+
     def verify(self, state: DecodeState, draft: Any) -> Verdict:
-        """Run the target over the draft (appending to `state.target_cache`) and apply the acceptance rule."""
+        """Run the target over the draft's window (appending to `state.target_cache`) and judge it."""
+        win = self.verify_window(state, draft)
+        device = win.ids.device
+        positions = mask = None
+        if win.depths is not None:
+            positions = (state.length + win.depths.to(device)).unsqueeze(0)
+        if win.visible is not None:
+            mask = tree_attention_mask(state.length, win.visible, self.target.dtype, device)
+        out = self.target(
+            win.ids, cache=state.target_cache, position_ids=positions, attention_mask=mask, layer_ids=self.layer_ids
+        )
+        return self.judge(state, draft, out.logits[0], out.features)
 
     @torch.inference_mode()
     def generate(

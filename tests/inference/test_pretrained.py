@@ -13,9 +13,8 @@ from planted_bugs import accepts_within, sees_a_sibling, takes_a_close_sibling
 from safetensors import safe_open
 
 from inference import DominoDrafter, load_target
-from inference.decoding import build_decoder, prompt_ids
+from inference.decoding import build_decoder, prompt_ids, speculative
 from inference.decoding.chain import verify as chain_verify
-from inference.decoding.tree import decoder as tree_decoder
 from inference.decoding.tree import verify as tree_verify
 from inference.drafter.serving import serving_section, with_serving_section
 from inference.eval.divergence import prove_divergence
@@ -93,7 +92,7 @@ PLANTED = {  # bug -> (method, how to plant it)
         "dominotree",
         (tree_verify.TREE_WALKS, "match", takes_a_close_sibling(0.5)),
     ),
-    "tree mask shows a node its sibling": ("dominotree", (tree_decoder, "tree_attention_mask", None)),
+    "tree mask shows a node its sibling": ("dominotree", (speculative, "tree_attention_mask", None)),
 }
 
 
@@ -101,7 +100,7 @@ PLANTED = {  # bug -> (method, how to plant it)
 def test_planted_bugs_are_algorithmic_on_the_real_target(smollm2, bug, monkeypatch):
     method, (owner, name, planted) = PLANTED[bug]
     if planted is None:
-        mask = tree_decoder.tree_attention_mask
+        mask = speculative.tree_attention_mask
         planted = lambda n, v, *a: mask(n, sees_a_sibling(v), *a)  # noqa: E731
     if isinstance(owner, dict):
         monkeypatch.setitem(owner, name, planted)

@@ -23,7 +23,7 @@ from inference.decoding.cost_model import RunningMean
 from inference.decoding.methods import check_drafter, check_options, method_spec
 from inference.decoding.options import DecodeOptions
 from inference.decoding.sampling import SamplingParams, probabilities, sample_from
-from inference.decoding.speculative import DecodeState, SpeculativeDecoder, Verdict
+from inference.decoding.speculative import DecodeState, SpeculativeDecoder, Verdict, VerifyWindow
 from inference.drafter import DominoDrafter
 from inference.drafter.draft_cache import DraftKVCache
 from inference.drafter.rollout import DecodingSteps, roll_out
@@ -145,11 +145,12 @@ class ChainDecoder(SpeculativeDecoder):
         state.stats.predicted.append(1.0)
         return ChainDraft(state.root.new_empty(0))
 
-    def verify(self, state: DecodeState, draft: ChainDraft) -> Verdict:
-        block = torch.cat([state.root, draft.tokens]).unsqueeze(0)
-        out = self.target(block, cache=state.target_cache, layer_ids=self.layer_ids)
-        tokens = self.verifier(draft, out.logits[0], state.generator)
+    def verify_window(self, state: DecodeState, draft: ChainDraft) -> VerifyWindow:
+        return VerifyWindow(torch.cat([state.root, draft.tokens]).unsqueeze(0))
+
+    def judge(self, state: DecodeState, draft: ChainDraft, logits: torch.Tensor, features: torch.Tensor) -> Verdict:
+        tokens = self.verifier(draft, logits, state.generator)
         if draft.scores is not None:
             accepted = len(tokens) - 1
             self.acceptance.update(draft.scores, [j < accepted for j in range(len(draft.scores))])
-        return Verdict(tokens=tokens, features=out.features, logits=out.logits[0])
+        return Verdict(tokens=tokens, features=features, logits=logits)

@@ -21,9 +21,9 @@ from inference.decoding.budget import AUTO, best_prefix, prefix_settled
 from inference.decoding.cost_model import RunningMean
 from inference.decoding.methods import check_drafter, check_options, method_spec
 from inference.decoding.options import DecodeOptions, TreeOptions
-from inference.decoding.speculative import DecodeState, SpeculativeDecoder, Verdict
+from inference.decoding.speculative import DecodeState, SpeculativeDecoder, Verdict, VerifyWindow
 from inference.decoding.tree.build import best_first_batched, build_ddtree
-from inference.decoding.tree.draft_tree import DraftTree, tree_attention_mask
+from inference.decoding.tree.draft_tree import DraftTree
 from inference.decoding.tree.expander import FastDominoExpander
 from inference.decoding.tree.verify import TREE_WALKS
 from inference.drafter import DominoDrafter
@@ -131,17 +131,15 @@ class TreeDecoder(SpeculativeDecoder):
         state.stats.predicted.append(1.0)
         return DraftTree()
 
-    def verify(self, state: DecodeState, tree: DraftTree) -> Verdict:
+    def verify_window(self, state: DecodeState, tree: DraftTree) -> VerifyWindow:
         device = state.root.device
-        window = torch.cat([state.root, torch.tensor(tree.tokens, dtype=torch.long, device=device)]).unsqueeze(0)
-        positions = (state.length + torch.tensor(tree.window_depths(), device=device)).unsqueeze(0)
-        mask = tree_attention_mask(state.length, tree.visibility(device), self.target.dtype, device)
-        out = self.target(
-            window, cache=state.target_cache, position_ids=positions, attention_mask=mask, layer_ids=self.layer_ids
-        )
-        path, bonus = self.walk(tree, out.logits[0], self.sampling, state.generator)
+        ids = torch.cat([state.root, torch.tensor(tree.tokens, dtype=torch.long, device=device)]).unsqueeze(0)
+        return VerifyWindow(ids, torch.tensor(tree.window_depths(), device=device), tree.visibility(device))
+
+    def judge(self, state: DecodeState, tree: DraftTree, logits: torch.Tensor, features: torch.Tensor) -> Verdict:
+        path, bonus = self.walk(tree, logits, self.sampling, state.generator)
         accepted = set(path)
         self.acceptance.update(tree.scores, [i + 1 in accepted for i in range(len(tree))])
         tokens = [tree.tokens[i - 1] for i in path] + [bonus]
-        keep = torch.tensor([0, *path], dtype=torch.long, device=device)
-        return Verdict(tokens=tokens, features=out.features, keep=keep, logits=out.logits[0])
+        keep = torch.tensor([0, *path], dtype=torch.long, device=state.root.device)
+        return Verdict(tokens=tokens, features=features, keep=keep, logits=logits)

@@ -6,14 +6,13 @@ import pytest
 import torch
 from planted_bugs import accepts_within, sees_a_sibling, takes_a_close_sibling
 
-from inference.decoding import build_decoder
+from inference.decoding import build_decoder, speculative
 from inference.decoding.ar import ARDecoder
 from inference.decoding.chain import verify as chain_verify
 from inference.decoding.generation import Generation
 from inference.decoding.options import DecodeOptions, TreeOptions
 from inference.decoding.sampling import sample
 from inference.decoding.stats import GenerationStats
-from inference.decoding.tree import decoder as tree_decoder
 from inference.decoding.tree import verify as tree_verify
 from inference.eval import divergence
 from inference.eval.divergence import first_difference, measure_noise, prove_divergence
@@ -137,9 +136,9 @@ def test_a_tree_walk_that_takes_a_close_sibling_is_algorithmic(qwen_target, trai
 
 def test_a_tree_mask_that_shows_a_node_its_sibling_is_algorithmic(qwen_target, trained_drafter, monkeypatch):
     drafter, seqs = trained_drafter(qwen_target)  # prompts from its training rows: it accepts most drafts
-    mask = tree_decoder.tree_attention_mask
+    mask = speculative.tree_attention_mask
     planted = lambda n, v, *a: mask(n, sees_a_sibling(v), *a)  # noqa: E731
-    monkeypatch.setattr(tree_decoder, "tree_attention_mask", planted)
+    monkeypatch.setattr(speculative, "tree_attention_mask", planted)
     ar = build_decoder("ar", qwen_target)
     # A budget past the drafter's confident chain, so that the accepted path's nodes have siblings.
     tree = build_decoder("dominotree", qwen_target, drafter, DecodeOptions(stop_token_ids=[]), TreeOptions(budget=16))
