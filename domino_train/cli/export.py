@@ -7,7 +7,8 @@ exported with random weights. OUT must be new, empty or an earlier export (which
 folder (a target model's, say) is refused unless `--force`. The export prints one line saying which serving
 stacks can load the drafter (the model card's Serving section says the same). `domino-export
 --serving-section FOLDER` rewrites only that section of an existing drafter folder's README.md from its
-config.json (weights untouched).
+config.json, and `--decoding-section FOLDER --decode-results results.json` only its Held-out decoding
+section from a new domino-decode run (weights untouched).
 """
 
 from __future__ import annotations
@@ -19,7 +20,7 @@ from pathlib import Path
 import torch
 
 from domino_train.export.folder import export_checkpoint
-from domino_train.export.model_card import rewrite_serving_section
+from domino_train.export.model_card import rewrite_decoding_section, rewrite_serving_section
 from inference.drafter.checkpoint import DrafterCheckpointError
 from inference.drafter.serving import serving_line
 from inference.eval.results import read_results
@@ -41,7 +42,21 @@ def main(argv: list[str] | None = None) -> None:
         metavar="FOLDER",
         help="only rewrite the Serving section of FOLDER/README.md from FOLDER/config.json (no checkpoint)",
     )
+    parser.add_argument(
+        "--decoding-section",
+        metavar="FOLDER",
+        help="only rewrite the Held-out decoding section of FOLDER/README.md from --decode-results (no checkpoint)",
+    )
     args = parser.parse_args(argv)
+    if args.decoding_section:
+        if args.checkpoint or args.out or not args.decode_results:
+            parser.error("--decoding-section takes --decode-results and no checkpoint or output folder")
+        try:
+            card = rewrite_decoding_section(args.decoding_section, read_results(args.decode_results))
+        except (FileNotFoundError, ValueError) as e:
+            raise SystemExit(f"domino-export: error: {e}") from None
+        print(f"rewrote the Held-out decoding section of {card}")
+        return
     if args.serving_section:
         if args.checkpoint or args.out:
             parser.error("--serving-section takes no checkpoint or output folder")

@@ -109,6 +109,9 @@ def _training(metrics: dict[str, float]) -> list[str]:
     return lines
 
 
+DECODING_HEADING = "## Held-out decoding"
+
+
 def _decoding(results: dict[str, Any]) -> list[str]:
     ran = f"{results.get('precision') or results.get('dtype')}"
     if results.get("engine"):  # runs since the target engine: which forward and which kernels ran
@@ -173,7 +176,7 @@ def write_model_card(
         "## Training and validation (held-out rows, simulated acceptance)",
         *_training(metrics),
         "",
-        "## Held-out decoding",
+        DECODING_HEADING,
         *(_decoding(decode_results) if decode_results else ["Not measured yet: `domino-export ... --decode-results`."]),
         "",
         *serving_section(_served_config(dirpath, config)),
@@ -200,4 +203,21 @@ def rewrite_serving_section(dirpath: str | Path) -> Path:
     hf_config = json.loads((dirpath / "config.json").read_text())
     path = dirpath / "README.md"
     path.write_text(with_serving_section(path.read_text(), hf_config))
+    return path
+
+
+def rewrite_decoding_section(dirpath: str | Path, results: dict[str, Any]) -> Path:
+    """Rewrite the Held-out decoding section of an existing drafter folder's README.md from a domino-decode
+    results.json (a new run of the same drafter); the rest of the card and every other file stay as they are."""
+    path = Path(dirpath) / "README.md"
+    if not path.is_file():
+        raise FileNotFoundError(f"{path} not found: export the drafter first (domino-export CKPT OUT)")
+    lines = path.read_text().splitlines(keepends=True)
+    heads = [i for i, line in enumerate(lines) if line.startswith("## ")]
+    mine = [i for i in heads if lines[i].rstrip("\n") == DECODING_HEADING]
+    if not mine:
+        raise ValueError(f"{path} has no '{DECODING_HEADING}' section: re-export the drafter to write a full card")
+    end = next((i for i in heads if i > mine[0]), len(lines))
+    section = "\n".join([DECODING_HEADING, *_decoding(results)]) + "\n\n"
+    path.write_text("".join(lines[: mine[0]]) + section + "".join(lines[end:]))
     return path

@@ -111,3 +111,19 @@ def test_export_rewrites_only_the_serving_section_of_an_existing_folder(tmp_path
     assert (tmp_path / "model.safetensors").read_bytes() == b"weights"
     with pytest.raises(SystemExit):
         export_main(["any.ckpt", "--serving-section", str(tmp_path)])
+
+
+def test_export_rewrites_only_the_decoding_section_of_an_existing_folder(tmp_path, capsys):
+    write_model_card(tmp_path, _config(), RUN, MANIFEST, {"val/tau_final": 1.5}, None)
+    before = (tmp_path / "README.md").read_text()
+    assert "Not measured yet" in before
+    results = tmp_path / "results.json"
+    results.write_text(json.dumps({**DECODE, "mean": {}}))
+    export_main(["--decoding-section", str(tmp_path), "--decode-results", str(results)])
+    card = (tmp_path / "README.md").read_text()
+    assert "Not measured yet" not in card and "| mt-bench | domino | 40 | 2.250 | 1.200 | 12.3 | 101.0 | True |" in card
+    head, tail = before.split("## Held-out decoding")[0], before.split("## Serving")[1]
+    assert card.startswith(head) and card.endswith(tail)  # the rest of the card, byte for byte
+    assert "rewrote the Held-out decoding section" in capsys.readouterr().out
+    with pytest.raises(SystemExit):
+        export_main(["--decoding-section", str(tmp_path)])  # no results to write it from
