@@ -10,7 +10,10 @@ What decoding and training need from the target, and nothing else:
   every other call dispatches on the cache it is handed;
 - a forward over a token tree: explicit position ids plus an additive 4-D mask (built by
   `inference.decoding.tree.draft_tree.tree_attention_mask` from the tree's visibility), windowed for
-  sliding-window layers (`sliding_window.py`), whose cache entries are all kept.
+  sliding-window layers (`sliding_window.py`), whose cache entries are all kept;
+- on the lean engine only, one forward over several sequences at their own lengths (`forward_ragged` /
+  `prefill_ragged` on a `RaggedKVCache` from `new_ragged_cache`: `ragged_forward.py`), the building block
+  of decoding several sequences with one target forward per round.
 The calls work with transformers 5.x both before and after `past_key_values` was renamed `cache`.
 """
 
@@ -26,6 +29,9 @@ from transformers import DynamicCache
 
 from inference.targets import kv_cache
 from inference.targets.mask_token import choose_mask_token_id, default_mask_token_id
+from inference.targets.ragged_cache import RaggedKVCache
+from inference.targets.ragged_forward import lean_of, new_ragged_cache, ragged_forward, ragged_prefill
+from inference.targets.ragged_window import RaggedWindow
 from inference.targets.sliding_window import hf_attention_mask
 from inference.targets.static_cache import StaticKVCache
 
@@ -154,9 +160,7 @@ class TargetModel:
         `layer_ids` selects which layer outputs are returned as features, concatenated in that order.
         A `StaticKVCache` (from `new_cache` on the lean engine) runs the lean loop; anything else HF's forward.
         """
-        for lid in dict.fromkeys(layer_ids or []):
-            if not 0 <= lid < self.num_layers:
-                raise ValueError(f"layer id {lid} outside the target's {self.num_layers} layers")
+        self._check_layer_ids(layer_ids)
         if isinstance(cache, StaticKVCache):
             logits, features = self.lean(input_ids, cache, position_ids, attention_mask, layer_ids, last_logits_only)
             return TargetOutput(logits=logits, features=features)
@@ -187,6 +191,42 @@ class TargetModel:
         return TargetOutput(logits=out.logits, features=features)
 
     __call__ = forward
+
+    def _check_layer_ids(self, layer_ids: list[int] | None) -> None:
+        for lid in dict.fromkeys(layer_ids or []):
+            if not 0 <= lid < self.num_layers:
+                raise ValueError(f"layer id {lid} outside the target's {self.num_layers} layers")
+
+    # --------------------------------------------------------------------------- ragged batches
+    def _ragged_lean(self) -> Any:
+        if self.lean is None:
+            raise ValueError(f"ragged batched forwards need the lean engine; target {self.name} runs on engine=hf")
+        return lean_of(self.lean)
+
+    def new_ragged_cache(self, batch: int, capacity: int | None = None) -> RaggedKVCache:
+        """An empty cache of `batch` sequences for `forward_ragged` (lean engine only); `capacity` = the
+        longest sequence plus the widest window, when known."""
+        return new_ragged_cache(self._ragged_lean(), batch, capacity)
+
+    def forward_ragged(
+        self, window: RaggedWindow, cache: RaggedKVCache, layer_ids: list[int] | None = None
+    ) -> TargetOutput:
+        """One forward over several sequences' windows (`ragged_forward.py`): logits [B, W, V], features
+        [B, W, K*H]; every row of `cache` grows by W, so crop or compact each row afterwards."""
+        lean = self._ragged_lean()
+        self._check_layer_ids(layer_ids)
+        logits, features = ragged_forward(lean, cache, window, layer_ids)
+        return TargetOutput(logits=logits, features=features)
+
+    def prefill_ragged(
+        self, prompts: list[torch.Tensor | list[int] | None], cache: RaggedKVCache, layer_ids: list[int] | None = None
+    ) -> TargetOutput:
+        """Append prompts of different lengths to their rows (None: row untouched) in one forward: logits
+        [B, 1, V] at each row's last prompt token, features [B, W, K*H] (row r's first len(prompt r) real)."""
+        lean = self._ragged_lean()
+        self._check_layer_ids(layer_ids)
+        logits, features, _ = ragged_prefill(lean, cache, prompts, layer_ids)
+        return TargetOutput(logits=logits.unsqueeze(1), features=features)
 
     # --------------------------------------------------------------------------- KV cache
     def new_cache(self, capacity: int | None = None) -> StaticKVCache | DynamicCache:

@@ -1,0 +1,102 @@
+"""`RaggedKVCache`: the lean engine's KV cache for several sequences decoded together, each at its own length.
+
+Layout `[layers, batch, kv_heads, capacity, head_dim]` like `StaticKVCache`, but every batch row is its own
+sequence: `lengths[row]` of its slots are filled (its committed prefix, in position order: slot s holds
+position s). A ragged verify forward (`ragged_forward.py`) writes a row's window at slots
+`lengths[row] .. lengths[row] + W - 1` and advances every row by W; the decoder then crops or compacts each
+row on its own. A finished sequence's row is `reset` and refilled with a new prompt while the others go on.
+Slots past a row's length may hold anything (pad entries, a rejected draft, an old sequence): the forward
+never shows them to a query, so they need no clearing.
+
+The storage is allocated up front for `batch` rows and `capacity` slots; a forward that would write past
+the capacity doubles it first (a copy of the whole storage), so a caller that knows the longest sequence
+plus the widest window passes it as `capacity` and never pays that. The storage is made and changed in
+inference mode (as the forward that fills it runs), so every method that writes it enters inference mode;
+`lengths` is an ordinary tensor, so the decoder may read and set it anywhere.
+"""
+
+from __future__ import annotations
+
+import torch
+
+from inference.targets.static_cache import DEFAULT_CAPACITY
+
+
+class RaggedKVCache:
+    """Keys and values of `batch` sequences of their own lengths, for a ragged batched forward."""
+
+    def __init__(
+        self,
+        num_layers: int,
+        batch: int,
+        kv_heads: int,
+        head_dim: int,
+        dtype: torch.dtype,
+        device: torch.device | str,
+        capacity: int = DEFAULT_CAPACITY,
+    ) -> None:
+        if batch < 1:
+            raise ValueError(f"a ragged cache needs at least one row, got batch={batch}")
+        shape = (num_layers, batch, kv_heads, max(capacity, 1), head_dim)
+        with torch.inference_mode():
+            self.keys = torch.zeros(shape, dtype=dtype, device=device)
+            self.values = torch.zeros(shape, dtype=dtype, device=device)
+        with torch.inference_mode(False):  # an ordinary tensor even when made inside inference mode
+            self.lengths = torch.zeros(batch, dtype=torch.long, device=device)
+
+    @property
+    def batch(self) -> int:
+        return self.keys.shape[1]
+
+    @property
+    def capacity(self) -> int:
+        return self.keys.shape[3]
+
+    def length(self, row: int) -> int:
+        """How many positions row `row` holds."""
+        return int(self.lengths[row])
+
+    @torch.inference_mode()
+    def reserve(self, length: int) -> None:
+        """Grow the storage (at least doubling) so that slots `0 .. length - 1` exist in every row."""
+        if length <= self.capacity:
+            return
+        capacity = max(length, 2 * self.capacity)
+        filled = int(self.lengths.max())
+        for name in ("keys", "values"):
+            old = getattr(self, name)
+            new = old.new_zeros(*old.shape[:3], capacity, old.shape[4])
+            new[:, :, :, :filled] = old[:, :, :, :filled]
+            setattr(self, name, new)
+
+    def write(self, layer: int, slots: torch.Tensor, keys: torch.Tensor, values: torch.Tensor) -> None:
+        """Store one layer's new entries [batch, kv_heads, W, d] at per-row slots: `slots` is their index,
+        [batch, kv_heads, W, d] (each row's slot numbers expanded over heads and dims; storage reserved)."""
+        self.keys[layer].scatter_(2, slots, keys)
+        self.values[layer].scatter_(2, slots, values)
+
+    def layer(self, layer: int, span: int) -> tuple[torch.Tensor, torch.Tensor]:
+        """Views of one layer's first `span` slots of every row."""
+        return self.keys[layer, :, :, :span], self.values[layer, :, :, :span]
+
+    def crop(self, row: int, length: int) -> None:
+        """Drop row `row`'s entries at index >= `length`."""
+        if not 0 <= length <= self.length(row):
+            raise ValueError(f"cannot crop row {row} of length {self.length(row)} to {length}")
+        self.lengths[row] = length
+
+    @torch.inference_mode()
+    def compact(self, row: int, start: int, keep: torch.Tensor) -> None:
+        """Keep only entries `start + keep` of row `row`'s window that begins at `start`, moved to `start..`
+        (a tree verification's accepted path); the row's length becomes `start + len(keep)`."""
+        idx = keep.to(device=self.keys.device, dtype=torch.long) + start
+        n = idx.numel()
+        if n and (int(idx.min()) < start or int(idx.max()) >= self.length(row)):
+            raise ValueError(f"keep {keep.tolist()} reaches outside row {row}'s window {start}..{self.length(row)}")
+        for store in (self.keys, self.values):
+            store[:, row, :, start : start + n] = store[:, row].index_select(2, idx)
+        self.crop(row, start + n)
+
+    def reset(self, row: int) -> None:
+        """Empty row `row` (a finished sequence's row, to be refilled by a new prompt)."""
+        self.lengths[row] = 0

@@ -1,0 +1,134 @@
+"""One lean forward over a ragged batch: several sequences, each at its own cache length, each verifying
+(or prefilling) its own window, in ONE pass of the layer loop (`LeanForward.layers_forward`).
+
+Row r's cache (`RaggedKVCache`) holds `lengths[r]` committed positions. Its window (`RaggedWindow`,
+padded to the batch's width W) runs at positions `lengths[r] + depths[r]`, and every layer writes the
+window's K/V at slots `lengths[r] .. lengths[r] + W - 1` by index (pad columns included: they sit past
+the row's committed entries, no query but their own sees them, and the decoder's crop / compaction drops
+them). The queries attend over the first `span = max(lengths) + W` slots of every row (the same as
+attending over the whole capacity with the rest masked, only cheaper) under an additive mask
+[B, 1, W, span] (`ragged_mask`): a real query sees its row's committed slots `< lengths[r]` and the real
+window slots `visible` allows, within the sliding window where the model has one; a pad query sees only
+its own slot, so its softmax stays finite. Every row then advances by W; the decoder crops or compacts
+each row to what it accepted (`RaggedKVCache.crop` / `compact`).
+
+This is the idea of `graphed_forward.py` (K/V written by slot index, attention over the storage under a
+mask) with a start per row instead of one. Nothing is captured: it runs eagerly on any device.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Sequence
+
+import torch
+
+from inference.targets.lean_forward import LeanForward
+from inference.targets.ragged_cache import RaggedKVCache
+from inference.targets.ragged_window import RaggedWindow
+from inference.targets.static_cache import DEFAULT_CAPACITY
+
+
+def lean_of(engine: object) -> LeanForward:
+    """The eager `LeanForward` of a target's engine (`target.lean`: the lean loop, or the graphed engine
+    around it, whose eager loop a ragged forward runs)."""
+    lean = getattr(engine, "lean", engine)
+    if not isinstance(lean, LeanForward):
+        raise ValueError(f"a ragged forward runs on the lean engine, not on {type(engine).__name__}")
+    return lean
+
+
+def new_ragged_cache(lean: LeanForward, batch: int, capacity: int | None = None) -> RaggedKVCache:
+    """An empty ragged cache of `batch` rows for this loop's model; `capacity` = the longest sequence plus
+    the widest window it will hold, when known (the storage then never grows)."""
+    weight = lean.lm_head.weight
+    return RaggedKVCache(
+        len(lean.layers),
+        batch,
+        lean.kv_heads,
+        lean.head_dim,
+        weight.dtype,
+        weight.device,
+        capacity or DEFAULT_CAPACITY,
+    )
+
+
+def ragged_mask(
+    starts: torch.Tensor, window: RaggedWindow, span: int, sliding: int | None, dtype: torch.dtype
+) -> torch.Tensor:
+    """The additive mask [B, 1, W, span] of `window` after each row's `starts` [B] cached positions (see
+    the module doc); `sliding`: the model's sliding window, or None."""
+    b, w = window.ids.shape
+    device = window.ids.device
+    slot = torch.arange(span, device=device)
+    rel = slot.unsqueeze(0) - starts.unsqueeze(1)  # [B, span]: index in the row's window (< 0: committed)
+    col = rel.clamp(0, w - 1)
+    valid = window.valid
+    own = torch.eye(w, dtype=torch.bool, device=device)
+    seen = (window.visible & valid.unsqueeze(2) & valid.unsqueeze(1)) | own  # [B, W, W]; pads: themselves
+    allowed = seen.gather(2, col.unsqueeze(1).expand(b, w, span))
+    allowed &= ((rel >= 0) & (rel < w)).unsqueeze(1)
+    allowed |= (rel < 0).unsqueeze(1) & valid.unsqueeze(2)
+    if sliding is not None:
+        keys = torch.where(rel < 0, slot.unsqueeze(0), starts.unsqueeze(1) + window.depths.gather(1, col))
+        queries = starts.unsqueeze(1) + window.depths  # [B, W]
+        allowed &= keys.unsqueeze(1) > queries.unsqueeze(2) - sliding
+    mask = torch.zeros(b, 1, w, span, dtype=dtype, device=device)
+    return mask.masked_fill_(~allowed.unsqueeze(1), torch.finfo(dtype).min)
+
+
+@torch.inference_mode()
+def ragged_hidden(
+    lean: LeanForward, cache: RaggedKVCache, window: RaggedWindow, layer_ids: list[int] | None = None
+) -> tuple[torch.Tensor, torch.Tensor | None]:
+    """The last hidden state [B, W, H] and the features of `layer_ids` [B, W, K*H] (or None) of `window`,
+    writing its K/V into `cache` and advancing every row by W."""
+    b, w = window.ids.shape
+    if b != cache.batch:
+        raise ValueError(f"a ragged window of {b} rows on a cache of {cache.batch}")
+    starts = cache.lengths.to(window.ids.device, copy=True)
+    span = int(starts.max()) + w
+    cache.reserve(span)
+    positions = starts.unsqueeze(1) + window.depths
+    slots = starts.unsqueeze(1) + torch.arange(w, device=starts.device)  # [B, W]
+    index = slots.view(b, 1, w, 1).expand(b, lean.kv_heads, w, lean.head_dim)
+    mask = ragged_mask(starts, window, span, lean.window, cache.keys.dtype)
+
+    def attend_to(i: int, keys: torch.Tensor, values: torch.Tensor) -> tuple[torch.Tensor, torch.Tensor]:
+        cache.write(i, index, keys, values)
+        return cache.layer(i, span)
+
+    x, features = lean.layers_forward(lean.embed_tokens(window.ids), positions, mask, attend_to, layer_ids)
+    cache.lengths.add_(w)
+    return x, features
+
+
+@torch.inference_mode()
+def ragged_forward(
+    lean: LeanForward, cache: RaggedKVCache, window: RaggedWindow, layer_ids: list[int] | None = None
+) -> tuple[torch.Tensor, torch.Tensor | None]:
+    """Logits [B, W, V] and features [B, W, K*H] (or None) of a ragged verify round; every row's length
+    grows by W (pad columns included): crop or compact each row afterwards."""
+    x, features = ragged_hidden(lean, cache, window, layer_ids)
+    return lean.lm_head(lean.norm(x)), features
+
+
+@torch.inference_mode()
+def ragged_prefill(
+    lean: LeanForward,
+    cache: RaggedKVCache,
+    prompts: Sequence[torch.Tensor | list[int] | None],
+    layer_ids: list[int] | None = None,
+    pad_id: int = 0,
+) -> tuple[torch.Tensor, torch.Tensor | None, torch.Tensor]:
+    """Append each row's prompt (None: a row left as it is) to its cached entries in one forward (W = the
+    longest prompt), then crop every row to its real tokens. Returns the logits at each row's last prompt
+    token [B, V] (a row without a prompt: that of its pad, meaningless), the features [B, W, K*H] (or None;
+    row r's first len(prompt r) are real) and the window's `valid` [B, W]."""
+    window = RaggedWindow.prompts(prompts, pad_id, cache.keys.device)
+    starts = cache.lengths.clone()
+    x, features = ragged_hidden(lean, cache, window, layer_ids)
+    counts = window.counts().to(starts.device)
+    cache.lengths.copy_(starts + counts)
+    last = (counts - 1).clamp(min=0).to(x.device)
+    x = x[torch.arange(x.shape[0], device=x.device), last]
+    return lean.lm_head(lean.norm(x)), features, window.valid
