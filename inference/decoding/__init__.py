@@ -10,11 +10,13 @@ drafting: the chain's reference rollout is `chain/decoder.py:draft_chain` and it
 reference expander are `tree/build.py` and its graphed expander `tree/expander.py`. `sampling.py` is the
 one temperature / top-k / top-p transform that drafting, verification and plain sampling share;
 `batch_generation.py` samples many prompts from the target alone in one left-padded batch (the data
-pipeline's regeneration).
+pipeline's regeneration); `batched.py` (`BatchedDecoder`) decodes many prompts with any method at a fixed
+window, one ragged target forward per round for all of them, each exactly as its batch-1 decoder would.
 """
 
 from inference.decoding.api import build_decoder, generate, prompt_ids
 from inference.decoding.ar import ARDecoder
+from inference.decoding.batched import BatchedDecoder
 from inference.decoding.chain.decoder import ChainDecoder, draft_chain
 from inference.decoding.chain.verify import VERIFY_RULES, ChainDraft, MatchVerifier, RejectionVerifier, make_verifier
 from inference.decoding.generation import Decoder, Generation, PromptTooLongError
@@ -28,6 +30,7 @@ from inference.decoding.tree.verify import TREE_VERIFY_RULES
 
 __all__ = [
     "ARDecoder",
+    "BatchedDecoder",
     "ChainDecoder",
     "ChainDraft",
     "DECODING_METHODS",

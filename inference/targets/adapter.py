@@ -29,7 +29,7 @@ from transformers import DynamicCache
 
 from inference.targets import kv_cache
 from inference.targets.mask_token import choose_mask_token_id, default_mask_token_id
-from inference.targets.ragged_cache import RaggedKVCache
+from inference.targets.ragged_cache import RaggedKVCache, RowCache
 from inference.targets.ragged_forward import lean_of, new_ragged_cache, ragged_forward, ragged_prefill
 from inference.targets.ragged_window import RaggedWindow
 from inference.targets.sliding_window import hf_attention_mask
@@ -237,22 +237,23 @@ class TargetModel:
         return kv_cache.new_cache(self.config)
 
     @staticmethod
-    def cache_length(cache: StaticKVCache | DynamicCache) -> int:
+    def cache_length(cache: StaticKVCache | RowCache | DynamicCache) -> int:
         """How many positions the cache holds."""
-        return cache.length if isinstance(cache, StaticKVCache) else kv_cache.cache_length(cache)
+        return cache.length if isinstance(cache, StaticKVCache | RowCache) else kv_cache.cache_length(cache)
 
     @staticmethod
-    def crop_cache(cache: StaticKVCache | DynamicCache, length: int) -> None:
-        """Drop every entry at index >= `length`."""
-        if isinstance(cache, StaticKVCache):
+    def crop_cache(cache: StaticKVCache | RowCache | DynamicCache, length: int) -> None:
+        """Drop every entry at index >= `length` (a `RowCache`: of its row of a ragged cache)."""
+        if isinstance(cache, StaticKVCache | RowCache):
             cache.crop(length)
         else:
             kv_cache.crop_cache(cache, length)
 
     @staticmethod
-    def compact_cache(cache: StaticKVCache | DynamicCache, start: int, keep: torch.Tensor) -> None:
-        """Keep only entries `start + keep` of the window at `start`, moved to `start..` (tree verification)."""
-        if isinstance(cache, StaticKVCache):
+    def compact_cache(cache: StaticKVCache | RowCache | DynamicCache, start: int, keep: torch.Tensor) -> None:
+        """Keep only entries `start + keep` of the window at `start`, moved to `start..` (tree verification;
+        a `RowCache`: in its row of a ragged cache)."""
+        if isinstance(cache, StaticKVCache | RowCache):
             cache.compact(start, keep)
         else:
             kv_cache.compact_cache(cache, start, keep)

@@ -100,3 +100,26 @@ class RaggedKVCache:
     def reset(self, row: int) -> None:
         """Empty row `row` (a finished sequence's row, to be refilled by a new prompt)."""
         self.lengths[row] = 0
+
+
+class RowCache:
+    """One row of a `RaggedKVCache` seen as a batch-1 target cache, so that a batch-1 decoder's `commit`
+    (`TargetModel.crop_cache` / `compact_cache` / `cache_length`) crops or compacts that row unchanged.
+
+    It only forwards the cache operations a commit makes; the forward itself runs over the whole ragged
+    cache (`TargetModel.forward_ragged`), never over a row view."""
+
+    def __init__(self, ragged: RaggedKVCache, row: int) -> None:
+        if not 0 <= row < ragged.batch:
+            raise ValueError(f"row {row} outside a ragged cache of {ragged.batch} rows")
+        self.ragged, self.row = ragged, row
+
+    @property
+    def length(self) -> int:
+        return self.ragged.length(self.row)
+
+    def crop(self, length: int) -> None:
+        self.ragged.crop(self.row, length)
+
+    def compact(self, start: int, keep: torch.Tensor) -> None:
+        self.ragged.compact(self.row, start, keep)

@@ -1,0 +1,196 @@
+"""`BatchedDecoder`: several prompts decoded together, ONE target forward per round for all of them.
+
+Each row of the batch is one sequence with everything a batch-1 generation keeps: its own draft cache
+(`drafter.new_cache(1, ...)`), root, tokens, stats, token budget and generator (a `DecodeState`). Its
+drafting, window, judging and commit are those of the batch-1 decoder it wraps (`batched_rules.py`), so
+every row emits exactly the tokens, and verifies exactly the windows, of `decoder.generate` on its prompt
+alone. Only the target forward is shared: the rows' windows are stacked (`RaggedWindow.stack`), run in one
+`target.forward_ragged` on a `RaggedKVCache`, and each row judges its own logits. A row's `DecodeState`
+holds a `RowCache` (its row of the ragged cache), so the decoder's own `commit` crops or compacts that row.
+
+Continuous batching: a finished row (stop token or token budget) is reset and refilled with the next waiting
+prompt before the next round; the refills are prefilled together in one `target.prefill_ragged`. The run
+ends when every prompt is done; the results come back in input order.
+
+Round costs: per active row one draft (the drafter at batch 1, as alone) and its judge / commit; then one
+ragged target forward of width W = the widest window this round (each row pays W columns of compute and
+cache writes, pad columns included) over a span of max(row length) + W. Prefills of refills add one ragged
+forward of width = the longest refill prompt. Needs the target's lean engine (`forward_ragged`).
+
+Stats: `accept_lengths`, `draft_sizes`, `plain_rounds`, `own_argmax_violations` and token counts are filled
+as batch 1 fills them. Times are wall times of the shared loop: `draft_s` / `commit_s` are the row's own,
+`verify_s` the shared forwards it waited for, `prefill_s` the prefill forward that started it, `decode_s`
+from its first token to its end. `predicted` may differ from batch 1's (the decoder's acceptance model
+learns from the rows in batch order) but is only a statistic: it chooses nothing at a fixed window/budget.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Sequence
+from dataclasses import dataclass, field
+
+import torch
+
+from inference.decoding.ar import ARDecoder
+from inference.decoding.batched_rules import row_rule
+from inference.decoding.generation import Generation
+from inference.decoding.sampling import sample
+from inference.decoding.speculative import DecodeState, SpeculativeDecoder, VerifyWindow
+from inference.decoding.stats import GenerationStats
+from inference.targets.ragged_cache import RaggedKVCache, RowCache
+from inference.targets.ragged_window import RaggedWindow
+
+
+@dataclass
+class _Job:
+    """One prompt: its ids, budget, generator and (once started) its output."""
+
+    index: int
+    ids: torch.Tensor  # [T] long
+    budget: int  # tokens it may emit (max_new_tokens capped by the context)
+    generator: torch.Generator | None
+    tokens: list[int] = field(default_factory=list)
+    stats: GenerationStats | None = None
+    reason: str = "length"
+    first: float = 0.0  # clock time of its first token (decode_s starts there)
+
+
+@dataclass
+class _Row:
+    """A live row: the job it decodes and the batch-1 decode state of that job."""
+
+    job: _Job
+    state: DecodeState
+
+
+class BatchedDecoder:
+    """Decode many prompts with up to `concurrency` of them in one ragged batch (see the module doc).
+
+    `decoder` is a decoder from `build_decoder` (`ar`, a chain or a tree at a fixed window / budget) on a
+    target with the lean engine; its per-sequence behaviour is kept exactly."""
+
+    def __init__(self, decoder: ARDecoder | SpeculativeDecoder, concurrency: int) -> None:
+        if concurrency < 1:
+            raise ValueError(f"concurrency must be >= 1 sequence, got {concurrency}")
+        self.decoder, self.concurrency = decoder, concurrency
+        self.rule = row_rule(decoder)
+        self.target = decoder.target
+        if self.target.lean is None:
+            raise ValueError(f"batched decoding needs the lean engine; target {self.target.name} runs on engine=hf")
+        self.pad_id = 0  # any id: the ragged forward hides pad columns from real tokens
+
+    @torch.inference_mode()
+    def generate(
+        self,
+        prompts: Sequence[list[int] | torch.Tensor],
+        max_new_tokens: int | Sequence[int],
+        generators: Sequence[torch.Generator | None] | None = None,
+    ) -> list[Generation]:
+        """One `Generation` per prompt, in input order, each what `decoder.generate(prompt, max_new_tokens,
+        generator)` returns alone (`max_new_tokens` and `generators` per prompt or one for all)."""
+        n = len(prompts)
+        limits = [max_new_tokens] * n if isinstance(max_new_tokens, int) else list(max_new_tokens)
+        gens = [None] * n if generators is None else list(generators)
+        if len(limits) != n or len(gens) != n:
+            raise ValueError(f"{n} prompts but {len(limits)} max_new_tokens and {len(gens)} generators")
+        jobs = []
+        for i, (prompt, limit, gen) in enumerate(zip(prompts, limits, gens, strict=True)):
+            ids = self.decoder.prompt_tensor(prompt)[0]
+            jobs.append(_Job(i, ids, self.decoder.token_budget(ids.numel(), limit), gen))
+        if not jobs:
+            return []
+        rows = min(self.concurrency, n)
+        longest = max(job.ids.numel() + job.budget for job in jobs)
+        widest = max(self.rule.max_window(), max(job.ids.numel() for job in jobs))
+        cache = self.target.new_ragged_cache(rows, capacity=longest + widest + 1)
+        live: list[_Row | None] = [None] * rows
+        waiting = list(reversed(jobs))  # popped from the end: input order
+        while True:
+            self._refill(cache, live, waiting)
+            if all(row is None for row in live):
+                break
+            self._round(cache, live)
+        return [
+            Generation(tokens=job.tokens, finish_reason=job.reason, stats=job.stats)  # type: ignore[arg-type]
+            for job in jobs
+        ]
+
+    def _refill(self, cache: RaggedKVCache, live: list[_Row | None], waiting: list[_Job]) -> None:
+        """Start waiting jobs on the free rows (one ragged prefill per wave) until every row is busy or
+        nothing waits; a job that ends on its first token (stop token, budget 1) frees its row at once."""
+        clock, rule = self.decoder.clock, self.rule
+        while waiting and any(row is None for row in live):
+            starts: dict[int, _Job] = {}
+            for r, row in enumerate(live):
+                if row is None and waiting:
+                    starts[r] = waiting.pop()
+                    cache.reset(r)
+            t0 = clock.now()
+            prompts = [starts[r].ids if r in starts else None for r in range(len(live))]
+            out = self.target.prefill_ragged(prompts, cache, layer_ids=rule.layer_ids)
+            for r, job in starts.items():
+                live[r] = self._start(cache, r, job, out.logits[r, 0], out.features, t0)
+
+    def _start(
+        self, cache: RaggedKVCache, r: int, job: _Job, logits: torch.Tensor, features: torch.Tensor | None, t0: float
+    ) -> _Row | None:
+        """Sample the job's first token from its prompt's last logits and build its decode state (None:
+        the job is already done)."""
+        decoder, clock = self.decoder, self.decoder.clock
+        prompt_len = job.ids.numel()
+        job.stats = stats = GenerationStats(prompt_tokens=prompt_len)
+        root = sample(logits.unsqueeze(0), decoder.sampling, job.generator)
+        job.tokens = [root.item()]
+        job.reason = "stop" if job.tokens[0] in decoder.stop_token_ids else "length"
+        if job.reason == "stop" or job.budget == 1:
+            stats.prefill_s = clock.now() - t0
+            stats.output_tokens = 1
+            return None
+        draft_cache = None
+        drafter = self.rule.drafter
+        if drafter is not None:
+            draft_cache = drafter.new_cache(1, capacity=prompt_len + job.budget + drafter.config.block_size)
+            drafter.append_context(draft_cache, features[r : r + 1, :prompt_len])
+        state = DecodeState(RowCache(cache, r), draft_cache, root, prompt_len, job.budget - 1, job.generator, stats)
+        job.first = clock.now()
+        stats.prefill_s = job.first - t0
+        return _Row(job, state)
+
+    def _round(self, cache: RaggedKVCache, live: list[_Row | None]) -> None:
+        """One round: every live row drafts and gives its window, one ragged forward, every row judges and
+        commits; rows without a window are cropped back, finished rows are freed."""
+        clock, rule = self.decoder.clock, self.rule
+        drafts: dict[int, object] = {}
+        windows: list[VerifyWindow | None] = [None] * len(live)
+        for r, row in enumerate(live):
+            if row is None:
+                continue
+            t0 = clock.now()
+            drafts[r] = rule.draft(row.state)
+            windows[r] = rule.verify_window(row.state, drafts[r])
+            row.job.stats.draft_s += clock.now() - t0
+        before = cache.lengths.tolist()
+        t1 = clock.now()
+        batch = RaggedWindow.stack(windows, self.pad_id, cache.keys.device)
+        out = self.target.forward_ragged(batch, cache, layer_ids=rule.layer_ids)
+        forward_s = clock.now() - t1
+        for r, row in enumerate(live):
+            if row is None:
+                cache.crop(r, before[r])  # every row grew by W
+                continue
+            job, state = row.job, row.state
+            t2 = clock.now()
+            n = windows[r].ids.shape[1]
+            features = None if out.features is None else out.features[r : r + 1, :n]
+            verdict = rule.judge(state, drafts[r], out.logits[r, :n], features)
+            t3 = clock.now()
+            finished, stopped = rule.commit(state, verdict, job.tokens, job.stats)
+            t4 = clock.now()
+            job.stats.verify_s += forward_s + t3 - t2  # the shared forward, then this row's acceptance rule
+            job.stats.commit_s += t4 - t3
+            if finished:
+                job.reason = "stop" if stopped else job.reason
+                job.stats.decode_s = t4 - job.first
+                job.stats.output_tokens = len(job.tokens)
+                cache.reset(r)
+                live[r] = None

@@ -1,0 +1,145 @@
+"""`BatchedDecoder` (inference/decoding/batched.py) on the fp32 tiny targets (lean engine): 5 prompts of
+different lengths and token limits, some ended early by stop tokens, decoded at concurrency 1, 2 and 3
+(so finished rows are refilled while the others go on) with one ragged target forward per round, give
+every prompt exactly its batch-1 `decoder.generate` tokens, finish reason and accept lengths, for `ar`,
+the chains and the trees (fixed budgets); a planted crop bug is caught; what cannot batch is refused."""
+
+from __future__ import annotations
+
+import pytest
+import torch
+
+from inference import DominoDrafter
+from inference.decoding import DecodeOptions, TreeOptions, build_decoder
+from inference.decoding.batched import BatchedDecoder
+from inference.targets.adapter import TargetModel
+from inference.targets.engine import install_engine
+from inference.targets.ragged_cache import RaggedKVCache, RowCache
+from inference.targets.tiny import tiny_target
+
+# Rows of the trained drafter's sequences whose continuations change token within the limit (where drafts
+# are partly accepted; the tiny targets repeat a token for a while, where whole blocks are accepted).
+PROMPT_ROWS_AND_LENGTHS = [(1, 9), (4, 10), (6, 12), (0, 9), (7, 11)]
+MAX_NEW_TOKENS = [20, 16, 30, 12, 26]
+CASES = [("ar", None), ("dflash", None), ("domino", None), ("ddtree", 4), ("ddtree", 8), ("dominotree", 4)]
+CASES += [("dominotree", 8)]
+
+_SETUPS: dict[str, tuple[TargetModel, DominoDrafter, list[torch.Tensor], list[int]]] = {}
+
+
+def _setup(any_tiny_target, trained_drafter) -> tuple[TargetModel, DominoDrafter, list[torch.Tensor], list[int]]:
+    """The lean copy of the tiny target, the trained drafter bound to it, the 5 prompts and stop tokens that
+    end some of their outputs early (once per arch)."""
+    arch = any_tiny_target.name.removeprefix("tiny-")
+    if arch not in _SETUPS:
+        trained, seqs = trained_drafter(any_tiny_target)
+        target = install_engine(tiny_target(arch), engine="lean", prepack=False)
+        drafter = DominoDrafter(trained.config)  # a copy: binding to another target rebinds its shared weights
+        drafter.load_state_dict(trained.state_dict())
+        drafter.bind_target(target.embed_tokens, target.lm_head)
+        prompts = [seqs[row, :length] for row, length in PROMPT_ROWS_AND_LENGTHS]
+        plain = build_decoder("ar", target, options=DecodeOptions(stop_token_ids=[]))
+        outputs = [plain.generate(p, m).tokens for p, m in zip(prompts, MAX_NEW_TOKENS, strict=True)]
+        stops = sorted({_first_change(outputs[0]), _first_change(outputs[2])})
+        _SETUPS[arch] = (target, drafter, prompts, stops)
+    return _SETUPS[arch]
+
+
+def _first_change(tokens: list[int]) -> int:
+    """The first token of an output that differs from all before it (past the first two): a stop token
+    that ends this output early but not on its first token."""
+    for k in range(2, len(tokens)):
+        if tokens[k] not in tokens[:k]:
+            return tokens[k]
+    raise AssertionError(f"no token change to stop at in {tokens}")
+
+
+def _decoder(target, drafter, method: str, budget: int | None, stops: list[int]):
+    options = DecodeOptions(stop_token_ids=stops)
+    tree = None if budget is None else TreeOptions(budget=budget)
+    return build_decoder(method, target, None if method == "ar" else drafter, options, tree)
+
+
+@pytest.mark.parametrize(("method", "budget"), CASES)
+def test_every_row_decodes_what_batch_1_decodes(any_tiny_target, trained_drafter, method, budget):
+    target, drafter, prompts, stops = _setup(any_tiny_target, trained_drafter)
+    decoder = _decoder(target, drafter, method, budget, stops)
+    expected = [decoder.generate(p, m) for p, m in zip(prompts, MAX_NEW_TOKENS, strict=True)]
+    reasons = [g.finish_reason for g in expected]
+    assert "stop" in reasons and "length" in reasons  # stop tokens end some rows early, limits the others
+    assert any(len(g.tokens) < m for g, m in zip(expected, MAX_NEW_TOKENS, strict=True) if g.finish_reason == "stop")
+    lengths = [k for g in expected for k in g.stats.accept_lengths]
+    if method != "ar":  # the trained drafter: rejected, partly and fully accepted drafts all occur
+        assert 1 in lengths and max(lengths) > 2, lengths
+    for concurrency in (1, 2, 3):
+        got = BatchedDecoder(decoder, concurrency).generate(prompts, MAX_NEW_TOKENS)
+        for i, (g, e) in enumerate(zip(got, expected, strict=True)):
+            where = (method, budget, concurrency, i)
+            assert g.tokens == e.tokens, where
+            assert g.finish_reason == e.finish_reason, where
+            assert g.stats.accept_lengths == e.stats.accept_lengths, where
+            assert g.stats.draft_sizes == e.stats.draft_sizes, where
+            assert g.stats.output_tokens == len(e.tokens) and g.stats.prompt_tokens == e.stats.prompt_tokens, where
+            assert g.stats.own_argmax_violations == 0, where
+
+
+def test_a_row_crop_that_keeps_one_stale_entry_is_caught(qwen_target, trained_drafter, monkeypatch):
+    """Planted bug: each row keeps one entry past what it accepted (a rejected draft's K/V stays visible).
+    The equality check above would see it."""
+    target, drafter, prompts, stops = _setup(qwen_target, trained_drafter)
+    decoder = _decoder(target, drafter, "dflash", None, stops)
+    expected = [decoder.generate(p, m).tokens for p, m in zip(prompts, MAX_NEW_TOKENS, strict=True)]
+    assert BatchedDecoder(decoder, 2).generate(prompts, MAX_NEW_TOKENS)[0].tokens == expected[0]
+
+    def sloppy_crop(self: RowCache, length: int) -> None:
+        self.ragged.crop(self.row, min(length + 1, self.length))
+
+    monkeypatch.setattr(RowCache, "crop", sloppy_crop)
+    got = [g.tokens for g in BatchedDecoder(decoder, 2).generate(prompts, MAX_NEW_TOKENS)]
+    assert got != expected
+
+
+def test_the_first_token_can_end_a_prompt_and_generators_are_per_prompt(qwen_target, trained_drafter):
+    """A prompt whose limit is 1 ends on its prefill token and frees its row at once (the next is
+    refilled in the same wave); sampled rows draw from their own generators as batch 1 does."""
+    target, drafter, prompts, _ = _setup(qwen_target, trained_drafter)
+    from inference.decoding.sampling import SamplingParams
+
+    options = DecodeOptions(SamplingParams(temperature=0.8, top_k=4), verify="rejection", stop_token_ids=[])
+    decoder = build_decoder("domino", target, drafter, options)
+    limits = [1, 12, 1, 15, 10]
+    expected = [
+        decoder.generate(p, m, torch.Generator().manual_seed(i)).tokens
+        for i, (p, m) in enumerate(zip(prompts, limits, strict=True))
+    ]
+    gens = [torch.Generator().manual_seed(i) for i in range(len(prompts))]
+    got = BatchedDecoder(decoder, 2).generate(prompts, limits, gens)
+    assert [g.tokens for g in got] == expected
+    assert [len(g.tokens) for g in got][::2] == [1, 1, 10]
+
+
+def test_row_cache_crops_and_compacts_only_its_row():
+    cache = RaggedKVCache(num_layers=1, batch=2, kv_heads=1, head_dim=1, dtype=torch.float32, device="cpu", capacity=8)
+    with torch.inference_mode():
+        cache.keys[0, :, 0, :, 0] = torch.arange(16.0).view(2, 8)
+    cache.lengths[:] = torch.tensor([6, 5])
+    row = RowCache(cache, 1)
+    TargetModel.compact_cache(row, 2, torch.tensor([0, 2]))
+    assert TargetModel.cache_length(row) == 4 and cache.lengths.tolist() == [6, 4]
+    assert cache.keys[0, 1, 0, :4, 0].tolist() == [8.0, 9.0, 10.0, 12.0]
+    TargetModel.crop_cache(row, 3)
+    assert cache.lengths.tolist() == [6, 3] and cache.keys[0, 0, 0, :6, 0].tolist() == [0, 1, 2, 3, 4, 5]
+
+
+def test_what_cannot_batch_is_refused(qwen_target, trained_drafter):
+    target, drafter, _, _ = _setup(qwen_target, trained_drafter)
+    auto = build_decoder("ddtree", target, drafter, tree=TreeOptions(budget="auto"))
+    with pytest.raises(ValueError, match="fixed tree budget"):
+        BatchedDecoder(auto, 2)
+    auto_chain = build_decoder("domino", target, drafter, DecodeOptions(chain_window="auto"))
+    with pytest.raises(ValueError, match="chain_window"):
+        BatchedDecoder(auto_chain, 2)
+    with pytest.raises(ValueError, match="lean engine"):
+        BatchedDecoder(build_decoder("ar", qwen_target), 2)
+    with pytest.raises(ValueError, match="concurrency"):
+        BatchedDecoder(build_decoder("ar", target), 0)
