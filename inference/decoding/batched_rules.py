@@ -85,14 +85,16 @@ class ARRule:
 
 def row_rule(decoder: ARDecoder | SpeculativeDecoder) -> RowRule:
     """The row rule of a decoder from `build_decoder`; refuses what a batch cannot run row by row yet."""
+    if not isinstance(decoder, ARDecoder | SpeculativeDecoder):
+        raise ValueError(f"cannot batch a {type(decoder).__name__}: pass a decoder from build_decoder")
+    if decoder.probe is not None:
+        raise ValueError("batched decoding does not probe logits (the lossless replay): use the batch-1 decoder")
     if isinstance(decoder, ARDecoder):
         return ARRule(decoder)
-    if not isinstance(decoder, SpeculativeDecoder):
-        raise ValueError(f"cannot batch a {type(decoder).__name__}: pass a decoder from build_decoder")
     if decoder.cost_aware:
         raise ValueError(
             f"batched {decoder.name} cannot be cost-aware yet: use a fixed tree budget / chain_window, not auto"
         )
-    if decoder.schedule is not None or decoder.probe is not None:
-        raise ValueError("batched decoding does not replay schedules or probe logits: use the batch-1 decoder")
+    if decoder.schedule is not None:
+        raise ValueError("batched decoding does not replay schedules (the lossless replay): use the batch-1 decoder")
     return decoder
