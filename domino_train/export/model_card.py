@@ -139,6 +139,13 @@ def _decoding(results: dict[str, Any]) -> list[str]:
                 f"| {bench} | {method} | {r.get('num_prompts')} | {r.get('tau', 0):.3f} | "
                 f"{r.get('speedup', 0):.3f} | {draft} | {verify} | {lossless} |"
             )
+    machine = [f"Machine: {results['cpu']}"] if results.get("cpu") else []
+    if results.get("computes_bf16") is False and results.get("precision") in ("bfloat16", "float16"):
+        machine.append(f"no {results['precision']} instructions, so the arithmetic was emulated")
+    if results.get("warning"):
+        machine.append(f"{results['warning']}")
+    if machine:
+        lines += ["", "; ".join(machine) + "."]
     floors = {r.get("noise_floor") for m in (results.get("results") or {}).values() for r in m.values()} - {None}
     if floors:
         lines += ["", f"Noise floor of the run (a measurement, not the criterion): {max(floors):.3g} logits."]

@@ -15,6 +15,8 @@ from omegaconf import DictConfig, OmegaConf
 
 from inference.decoding.options import TreeOptions
 from inference.eval.machine_load import LoadMonitor
+from inference.kernels.table import cpu_model
+from inference.precision import computes_bf16
 from inference.targets.adapter import TargetModel
 from inference.targets.engine import engine_report
 
@@ -45,6 +47,8 @@ def run_meta(
         "drafter": str(cfg.drafter_path) if cfg.drafter_path and has_drafters else None,
         "baseline_drafter": str(cfg.baseline_drafter_path) if cfg.baseline_drafter_path else None,
         "device": str(target.device),
+        "cpu": cpu_model(),  # every figure names the machine it came from
+        "computes_bf16": computes_bf16(target.device),  # False: bf16 arithmetic is emulated, slowly
         "dtype": str(target.dtype).removeprefix("torch."),
         "precision": target.precision_name,
         "engine": target.engine,

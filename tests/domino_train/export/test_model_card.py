@@ -118,10 +118,12 @@ def test_export_rewrites_only_the_decoding_section_of_an_existing_folder(tmp_pat
     before = (tmp_path / "README.md").read_text()
     assert "Not measured yet" in before
     results = tmp_path / "results.json"
-    results.write_text(json.dumps({**DECODE, "mean": {}}))
+    machine = {"cpu": "AMD EPYC", "computes_bf16": False, "warning": "the machine was busy during this run"}
+    results.write_text(json.dumps({**DECODE, **machine, "precision": "bfloat16", "mean": {}}))
     export_main(["--decoding-section", str(tmp_path), "--decode-results", str(results)])
     card = (tmp_path / "README.md").read_text()
     assert "Not measured yet" not in card and "| mt-bench | domino | 40 | 2.250 | 1.200 | 12.3 | 101.0 | True |" in card
+    assert "Machine: AMD EPYC; no bfloat16 instructions, so the arithmetic was emulated; the machine was busy" in card
     head, tail = before.split("## Held-out decoding")[0], before.split("## Serving")[1]
     assert card.startswith(head) and card.endswith(tail)  # the rest of the card, byte for byte
     assert "rewrote the Held-out decoding section" in capsys.readouterr().out

@@ -93,3 +93,26 @@ def test_bad_tree_options(qwen_target, make_drafter):
         TreeOptions(budget=0)
     with pytest.raises(ValueError, match="cuda_graph=on needs a CUDA device"):
         build_decoder("dominotree", qwen_target, make_drafter(qwen_target), DecodeOptions(cuda_graph="on"))
+
+
+def test_a_plain_round_runs_the_root_as_ar_runs_its_step(qwen_target, trained_drafter, monkeypatch):
+    """An empty tree (the cost model chose no draft) verifies the root with no mask and no positions, the
+    call `ar` makes: the same kernels, so in bf16 it rounds exactly as `ar` does."""
+    drafter, seqs = trained_drafter(qwen_target)
+    decoder = build_decoder("dominotree", qwen_target, drafter, tree=TreeOptions(budget=4))
+    monkeypatch.setattr(decoder, "draft", decoder.no_draft)
+    calls = []
+
+    class Spy:  # the target, recording how each forward is called
+        def __getattr__(self, name):
+            return getattr(qwen_target, name)
+
+        def __call__(self, ids, cache=None, position_ids=None, attention_mask=None, **kw):
+            calls.append((ids.shape[1], position_ids, attention_mask))
+            return qwen_target(ids, cache=cache, position_ids=position_ids, attention_mask=attention_mask, **kw)
+
+    decoder.target = Spy()
+    out = decoder.generate(seqs[0, :9], 12)
+    rounds = calls[1:]  # after the prefill
+    assert len(rounds) == 11 and all(c == (1, None, None) for c in rounds)
+    assert out.tokens == build_decoder("ar", qwen_target).generate(seqs[0, :9], 12).tokens
