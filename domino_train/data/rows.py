@@ -94,7 +94,7 @@ class Rows(Dataset):
             out["features"] = features[j][: self.max_length]
             if self.with_next_ids:
                 out["next_ids"] = features.next_ids(j)[: self.max_length]
-            if getattr(features, "topk", 0):
+            if features.topk:
                 ids, logprobs = features.distribution(j)
                 out["topk_ids"], out["topk_logprobs"] = ids[: self.max_length], logprobs[: self.max_length]
         return out

@@ -36,8 +36,9 @@ class TargetDistribution:
 
 def top_distribution(logits: torch.Tensor, k: int) -> tuple[torch.Tensor, torch.Tensor]:
     """The target's k most likely next tokens at every position: (ids [..., k] int32, log-probs [..., k] fp32)."""
-    values, ids = logits.float().topk(k, dim=-1)
-    return ids.to(torch.int32), values - logits.float().logsumexp(-1, keepdim=True)
+    logits = logits.float()
+    values, ids = logits.topk(k, dim=-1)
+    return ids.to(torch.int32), values - logits.logsumexp(-1, keepdim=True)
 
 
 def block_distribution(

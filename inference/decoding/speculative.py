@@ -137,10 +137,11 @@ class SpeculativeDecoder(Decoder):
         win = self.verify_window(state, draft)
         device = win.ids.device
         positions = mask = None
-        if win.depths is not None:
-            positions = (state.length + win.depths.to(device)).unsqueeze(0)
-        if win.visible is not None:
-            mask = tree_attention_mask(state.length, win.visible, self.target.dtype, device)
+        if win.ids.shape[1] > 1:  # the root alone (a plain round) runs as ar runs its step: same kernels, same bits
+            if win.depths is not None:
+                positions = (state.length + win.depths.to(device)).unsqueeze(0)
+            if win.visible is not None:
+                mask = tree_attention_mask(state.length, win.visible, self.target.dtype, device)
         out = self.target(
             win.ids, cache=state.target_cache, position_ids=positions, attention_mask=mask, layer_ids=self.layer_ids
         )

@@ -19,7 +19,7 @@ from __future__ import annotations
 
 import torch
 
-from inference.targets.static_cache import DEFAULT_CAPACITY
+from inference.targets.static_cache import DEFAULT_CAPACITY, grown
 
 
 class RaggedKVCache:
@@ -61,13 +61,8 @@ class RaggedKVCache:
         """Grow the storage (at least doubling) so that slots `0 .. length - 1` exist in every row."""
         if length <= self.capacity:
             return
-        capacity = max(length, 2 * self.capacity)
-        filled = int(self.lengths.max())
-        for name in ("keys", "values"):
-            old = getattr(self, name)
-            new = old.new_zeros(*old.shape[:3], capacity, old.shape[4])
-            new[:, :, :, :filled] = old[:, :, :, :filled]
-            setattr(self, name, new)
+        capacity, filled = max(length, 2 * self.capacity), int(self.lengths.max())
+        self.keys, self.values = (grown(store, capacity, filled) for store in (self.keys, self.values))
 
     def write(self, layer: int, slots: torch.Tensor, keys: torch.Tensor, values: torch.Tensor) -> None:
         """Store one layer's new entries [batch, kv_heads, W, d] at per-row slots: `slots` is their index,

@@ -15,6 +15,14 @@ import torch
 DEFAULT_CAPACITY = 1024
 
 
+def grown(store: torch.Tensor, capacity: int, filled: int) -> torch.Tensor:
+    """A copy of cache storage [layers, batch, kv_heads, slots, d] with `capacity` slots, its first `filled`
+    slots carried over."""
+    new = store.new_zeros(*store.shape[:3], capacity, store.shape[4])
+    new[:, :, :, :filled] = store[:, :, :, :filled]
+    return new
+
+
 class StaticKVCache:
     """Storage is allocated by the first forward (which fixes the batch size) for `capacity` positions."""
 
@@ -54,11 +62,7 @@ class StaticKVCache:
         if length <= self.capacity:
             return
         capacity = max(length, 2 * self.capacity)
-        for name in ("keys", "values"):
-            old = getattr(self, name)
-            new = old.new_zeros(*old.shape[:3], capacity, old.shape[4])
-            new[:, :, :, : self.length] = old[:, :, :, : self.length]
-            setattr(self, name, new)
+        self.keys, self.values = (grown(store, capacity, self.length) for store in (self.keys, self.values))
 
     def write(self, layer: int, start: int, keys: torch.Tensor, values: torch.Tensor) -> None:
         """Store one layer's new entries [b, kv_heads, q, d] at positions `start..` (storage reserved)."""

@@ -132,8 +132,6 @@ class TreeDecoder(SpeculativeDecoder):
         return DraftTree()
 
     def verify_window(self, state: DecodeState, tree: DraftTree) -> VerifyWindow:
-        if not len(tree):  # a plain round: the root alone, run as ar runs its step (no mask: the same kernels)
-            return VerifyWindow(state.root.unsqueeze(0))
         device = state.root.device
         ids = torch.cat([state.root, torch.tensor(tree.tokens, dtype=torch.long, device=device)]).unsqueeze(0)
         return VerifyWindow(ids, torch.tensor(tree.window_depths(), device=device), tree.visibility(device))
