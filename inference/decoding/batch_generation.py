@@ -4,6 +4,11 @@ Used where throughput matters more than latency (regenerating training conversat
 from its own `torch.Generator`, so a row's sample does not depend on which other rows share its batch:
 re-running a shard after an interruption reproduces it.
 
+The prompts are prefilled in chunks of positions, at most `prefill_tokens` tokens per forward: one
+forward over a whole large batch of long prompts is several times slower per token on a CPU than the
+same tokens in chunks (measured on SmolLM2-135M, 2-core AMD EPYC: 32 rows x 450 positions took 96 s in
+one forward, 36 s in chunks of 2,048 tokens).
+
 Finished rows leave the batch: once at least `shrink_ratio` of the rows still in it have stopped, the
 KV cache, mask and positions are cut down to the unfinished ones, so the tail of a batch (a few long
 answers) is not paid for at the full batch size. Removing rows changes no remaining row's result.
@@ -36,6 +41,7 @@ def generate_batch(
     generators: list[torch.Generator] | None = None,
     stop_token_ids: list[int] | None = None,
     shrink_ratio: float = 0.25,
+    prefill_tokens: int = 2048,
 ) -> list[Response]:
     """Generate a response for every prompt (token ids), all rows in one left-padded batch."""
     if not prompts or any(len(p) == 0 for p in prompts):
@@ -52,7 +58,16 @@ def generate_batch(
     ids, attn = ids.to(device), attn.to(device)
     positions = (attn.cumsum(-1) - 1).clamp(min=0)
     cache = target.new_cache()
-    logits = target(ids, cache=cache, position_ids=positions, attention_mask=attn, last_logits_only=True).logits
+    chunk = max(1, prefill_tokens // b)  # positions per prefill forward
+    for start in range(0, longest, chunk):
+        end = min(start + chunk, longest)
+        logits = target(
+            ids[:, start:end],
+            cache=cache,
+            position_ids=positions[:, start:end],
+            attention_mask=attn[:, :end],
+            last_logits_only=True,
+        ).logits
     out = torch.full((b, max_new_tokens), pad, dtype=torch.long, device=device)
     lengths = torch.full((b,), max_new_tokens, dtype=torch.long, device=device)
     stopped = torch.zeros(b, dtype=torch.bool, device=device)

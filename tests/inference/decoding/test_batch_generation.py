@@ -49,3 +49,12 @@ def test_rows_that_stop_early_leave_the_batch_without_changing_the_others(any_ti
         assert [g.token_ids for g in batched] == [g.token_ids for g in expected], ratio
         assert [g.finish_reason for g in batched] == [g.finish_reason for g in expected]
     assert len({len(g.token_ids) for g in expected}) > 2  # rows really stopped at different steps
+
+
+def test_prefill_in_chunks_of_positions_equals_one_forward(any_tiny_target):
+    target = any_tiny_target
+    prompts = _prompts(target)
+    whole = generate_batch(target, prompts, 10, prefill_tokens=10_000)
+    for budget in (1, 2 * len(prompts) + 1):  # one position per forward; two positions and a ragged last chunk
+        chunked = generate_batch(target, prompts, 10, prefill_tokens=budget)
+        assert [c.token_ids for c in chunked] == [w.token_ids for w in whole]
