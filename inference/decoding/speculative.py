@@ -17,6 +17,7 @@ committed token except the last one (`state.root`), which is the first input of 
 from __future__ import annotations
 
 from abc import abstractmethod
+from collections.abc import Callable
 from dataclasses import dataclass
 from typing import Any
 
@@ -55,6 +56,16 @@ class VerifyWindow:
     ids: torch.Tensor  # [1, n] long
     depths: torch.Tensor | None = None  # [n] position of each token after the root (tree depth); None = 0..n-1
     visible: torch.Tensor | None = None  # [n, n] bool: token i attends to token j; None = causal
+
+
+@dataclass
+class Candidates:
+    """A round's draft at its largest, best first, before its size is chosen: its first n drafts are always
+    a valid draft (a tree's parents come before their children)."""
+
+    draft: Any  # a DraftTree or ChainDraft (`.prefix(n)`)
+    gains: list[float]  # each draft's acceptance probability, in order (`AcceptanceModel.predict`)
+    cost: Callable[[int], float] | None  # seconds of a batch-1 round that keeps the first n (cost-aware decoders)
 
 
 @dataclass
@@ -118,6 +129,12 @@ class SpeculativeDecoder(Decoder):
     @abstractmethod
     def draft(self, state: DecodeState) -> Any:
         """Propose tokens after `state.root` (at most `state.tokens_left - 1` of them can be used)."""
+
+    def keep(self, state: DecodeState, built: Candidates, n: int) -> Any:
+        """The first n drafts of `built` as this round's draft, with its size and expected tokens recorded."""
+        state.stats.draft_sizes.append(n)
+        state.stats.predicted.append(1.0 + sum(built.gains[:n]))
+        return built.draft.prefix(n)
 
     @abstractmethod
     def no_draft(self, state: DecodeState) -> Any:

@@ -8,6 +8,8 @@ from typing import Any
 
 from omegaconf import DictConfig, OmegaConf
 
+from inference.eval.batched_loop import run_dataset_batched
+from inference.eval.concurrency import concurrency_levels
 from inference.eval.loop import run_dataset
 from inference.eval.prompt_sets import BenchmarkPrompt, load_benchmark
 from inference.eval.records import Record
@@ -26,28 +28,49 @@ def run_benchmarks(
     decoders: dict[str, Any],
     target: TargetModel,
     previous: list[Record],
-    on_prompt: Callable[[list[Record]], None],
+    on_records: Callable[[list[Record]], None],
     noise_window: int | None,
 ) -> list[Record]:
-    """Every set decoded by every method; `previous` = the records a resumed run holds, `on_prompt` gets
-    each newly finished prompt's records."""
+    """Every set decoded by every method at every concurrency of `cfg.concurrency` (batch 1 first, prompt
+    by prompt; above 1 `inference.eval.batched_loop`); `previous` = the records a resumed run holds,
+    `on_records` gets each newly finished piece of work's records."""
     records = []
     for name, prompts in benchmarks.items():
-        held: dict[str, list[Record]] = {}
-        for r in previous:
-            if r.dataset == name:
-                held.setdefault(r.prompt_id, []).append(r)
-        records += run_dataset(
-            name,
-            prompts,
-            decoders,
-            target,
-            cfg.max_new_tokens,
-            cfg.seed,
-            cfg.progress,
-            cfg.max_turns,
-            done=held,
-            on_prompt=on_prompt,
-            noise_window=noise_window,
-        )
+        mine = [r for r in previous if r.dataset == name]
+        batch1: list[Record] = []
+        for level in concurrency_levels(cfg.concurrency):
+            held = [r for r in mine if r.concurrency == level]
+            if level == 1:
+                by_prompt: dict[str, list[Record]] = {}
+                for r in held:
+                    by_prompt.setdefault(r.prompt_id, []).append(r)
+                batch1 = run_dataset(
+                    name,
+                    prompts,
+                    decoders,
+                    target,
+                    cfg.max_new_tokens,
+                    cfg.seed,
+                    cfg.progress,
+                    cfg.max_turns,
+                    done=by_prompt,
+                    on_prompt=on_records,
+                    noise_window=noise_window,
+                )
+                records += batch1
+                continue
+            records += run_dataset_batched(
+                name,
+                prompts,
+                decoders,
+                target,
+                cfg.max_new_tokens,
+                level,
+                cfg.seed,
+                cfg.max_turns,
+                done=held,
+                on_records=on_records,
+                reference=batch1 or None,
+                noise_window=noise_window,
+            )
     return records

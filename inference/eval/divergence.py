@@ -76,11 +76,14 @@ def prove_divergence(
     tokens: list[int],
     max_new_tokens: int,
     draft_sizes: list[int] | None = None,
+    batched: bool = False,
 ) -> Divergence | None:
     """The proven `Divergence` of `method`'s `tokens` from `ar`'s `reference` (None when they are equal):
     both generations are replayed with a probe at the first differing position (see the module doc);
     `draft_sizes`: the method's rounds' draft sizes (`stats.draft_sizes`), replayed when the method is
-    cost-aware (its sizes follow timings, so a replay must be told them to verify the same windows)."""
+    cost-aware (its sizes follow timings, so a replay must be told them to verify the same windows).
+    `batched`: `tokens` came from a batched run (`BatchedDecoder`); the replay runs at batch 1, so it proves
+    only a divergence the batch-1 decoder reproduces, and any other stays algorithmic."""
     schedule = draft_sizes if getattr(method, "cost_aware", False) else None
     p = first_difference(reference, tokens)
     if p is None:
@@ -91,7 +94,10 @@ def prove_divergence(
         return Divergence(p, a, b, reason="one output ended while the other went on")
     mine, replayed = _replay(method, prompt_ids, max_new_tokens, p, schedule)
     if replayed != tokens:
-        return Divergence(p, a, b, reason="the replay committed other tokens: decoding is not deterministic")
+        why = (
+            "a batch-1 replay commits other tokens than the batched run" if batched else "decoding is not deterministic"
+        )
+        return Divergence(p, a, b, reason=f"the replay committed other tokens: {why}")
     theirs, _ = _replay(ar, prompt_ids, p + 1, p)
     if mine.logits is None or theirs.logits is None:
         return Divergence(p, a, b, reason="the decoder reported no logits at the divergence")

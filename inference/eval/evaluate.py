@@ -15,6 +15,7 @@ from typing import Any
 import torch
 from omegaconf import DictConfig
 
+from inference.eval.concurrency import concurrency_levels
 from inference.eval.costs import cost_report, measure_costs
 from inference.eval.datasets import load_benchmarks, run_benchmarks
 from inference.eval.decoders import build_decoders, verify_window
@@ -71,7 +72,7 @@ def evaluate(cfg: DictConfig, out_dir: Path) -> dict[str, Any]:
     load = LoadMonitor()
     verify_curves = measure_costs(decoders, target, benchmarks)
     if cfg.warmup_tokens:
-        warm_up(decoders, target, cfg.warmup_tokens)
+        warm_up(decoders, target, cfg.warmup_tokens, concurrency_levels(cfg.concurrency))
     check_lossless = options.sampling.greedy and "ar" in methods
     noise_window = verify_window(decoders) if check_lossless else None
     records = run_benchmarks(cfg, benchmarks, decoders, target, previous, record_log.append, noise_window)

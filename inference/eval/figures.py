@@ -88,3 +88,24 @@ def write_cost_plot(path: Path, cost_model: dict[str, dict[str, Any]]) -> bool:
     ax.legend(fontsize=7)
     save(fig, path)
     return True
+
+
+def write_concurrency_plot(path: Path, levels: dict[str, dict[str, dict[int, dict[str, Any]]]]) -> bool:
+    """Throughput against concurrency, one line per method, one panel per dataset
+    (`inference.eval.concurrency.by_concurrency`); False without matplotlib."""
+    plt = pyplot()
+    if plt is None:
+        return False
+    fig, axes = plt.subplots(1, len(levels), figsize=(4.5 * len(levels), 3.6), squeeze=False)
+    methods = list(dict.fromkeys(m for by_method in levels.values() for m in by_method))
+    for ax, (dataset, by_method) in zip(axes[0], levels.items(), strict=True):
+        for m, by_level in by_method.items():
+            xs = sorted(by_level)
+            ys = [by_level[n]["throughput_tok_s"] or 0.0 for n in xs]
+            ax.plot(xs, ys, "o-", label=m, color=f"C{methods.index(m)}")
+        ax.set_xscale("log", base=2)
+        ax.set(title=f"{dataset}: throughput", xlabel="concurrency (sequences)", ylabel="output tokens / s")
+        ax.set_ylim(bottom=0)
+        ax.legend(fontsize=8)
+    save(fig, path)
+    return True

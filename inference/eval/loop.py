@@ -17,11 +17,12 @@ record that differs from `ar`'s, where and by how large a logit gap it parts.
 from __future__ import annotations
 
 import logging
-from collections.abc import Callable, Mapping
+from collections.abc import Callable, Mapping, Sequence
 
 import torch
 from tqdm.auto import tqdm
 
+from inference.decoding.batched import BatchedDecoder
 from inference.decoding.generation import Decoder, PromptTooLongError
 from inference.eval.divergence import measure_noise, prove_divergence
 from inference.eval.prompt_sets import BenchmarkPrompt
@@ -32,11 +33,23 @@ log = logging.getLogger(__name__)
 WARMUP_PROMPT = "Write one sentence about the sea."
 
 
-def warm_up(decoders: Mapping[str, Decoder], target: TargetModel, max_new_tokens: int = 16) -> None:
-    """A short generation per method, so that first-call costs (allocations, kernel selection) are not timed."""
+def warm_up(
+    decoders: Mapping[str, Decoder], target: TargetModel, max_new_tokens: int = 16, levels: Sequence[int] = (1,)
+) -> None:
+    """A short generation per method and concurrency (a batch of copies of one prompt above 1), so that
+    first-call costs (allocations, kernel selection) are not timed."""
     ids = target.chat_ids([{"role": "user", "content": WARMUP_PROMPT}])
     for decoder in decoders.values():
-        decoder.generate(ids, max_new_tokens, torch.Generator(target.device).manual_seed(0))
+        for level in levels:
+            if level == 1:
+                decoder.generate(ids, max_new_tokens, torch.Generator(target.device).manual_seed(0))
+            else:
+                BatchedDecoder(decoder, level).generate([ids] * level, max_new_tokens)
+
+
+def generation_generator(target: TargetModel, seed: int, index: int) -> torch.Generator:
+    """The random stream of generation `index` of a dataset (its turns counted over every prompt)."""
+    return torch.Generator(target.device).manual_seed(seed * 1_000_003 + index)
 
 
 def run_prompt(
@@ -64,7 +77,7 @@ def run_prompt(
         for turn, content in enumerate(prompt.turns[:max_turns]):
             messages.append({"role": "user", "content": content})
             ids = turn_ids.setdefault(turn, target.chat_ids(messages))
-            generator = torch.Generator(target.device).manual_seed(seed * 1_000_003 + first_index + turn)
+            generator = generation_generator(target, seed, first_index + turn)
             try:
                 gen = decoder.generate(ids, max_new_tokens, generator)
             except PromptTooLongError as e:
@@ -89,25 +102,34 @@ def check_divergences(
     decoders: Mapping[str, Decoder],
     max_new_tokens: int,
     window: int,
+    reference: list[Record] | None = None,
 ) -> None:
-    """Fill `noise` on each `ar` record and, on each record that differs from `ar`'s (same turn), the
-    `divergence` proven by replaying both (`inference.eval.divergence.prove_divergence`)."""
-    reference = {r.turn: r for r in records if r.method == "ar" and not r.skipped}
+    """Fill `noise` on each reference `ar` record (once) and, on each other record that differs from the
+    reference's (same turn), the `divergence` proven by replaying both at batch 1
+    (`inference.eval.divergence.prove_divergence`). `reference`: the `ar` records to compare with (default:
+    those among `records`)."""
+    if reference is None:
+        reference = [r for r in records if r.method == "ar"]
+    by_turn = {r.turn: r for r in reference if not r.skipped}
     ar = decoders["ar"]
-    for turn, record in reference.items():
-        record.noise = measure_noise(ar.target, turn_ids[turn], record.tokens, window)
+    for turn, record in by_turn.items():
+        if record.noise is None:
+            record.noise = measure_noise(ar.target, turn_ids[turn], record.tokens, window)
     for r in records:
-        if r.method != "ar" and not r.skipped and r.turn in reference and r.tokens != reference[r.turn].tokens:
-            found = prove_divergence(
-                decoders[r.method],
-                ar,
-                turn_ids[r.turn],
-                reference[r.turn].tokens,
-                r.tokens,
-                max_new_tokens,
-                r.stats.draft_sizes,
-            )
-            r.divergence = found.to_dict() if found else None
+        ref = by_turn.get(r.turn)
+        if r.skipped or ref is None or r is ref or r.tokens == ref.tokens:
+            continue
+        found = prove_divergence(
+            decoders[r.method],
+            ar,
+            turn_ids[r.turn],
+            ref.tokens,
+            r.tokens,
+            max_new_tokens,
+            r.stats.draft_sizes,
+            batched=r.concurrency != 1,
+        )
+        r.divergence = found.to_dict() if found else None
 
 
 def run_dataset(

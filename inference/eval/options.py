@@ -11,6 +11,7 @@ from omegaconf import DictConfig, OmegaConf
 from inference.decoding.methods import DECODING_METHODS, check_options, method_spec
 from inference.decoding.options import DecodeOptions, TreeOptions
 from inference.decoding.sampling import SamplingParams
+from inference.eval.concurrency import concurrency_levels
 
 # (key, least value, null allowed): counts checked before anything loads
 COUNTS = (("max_new_tokens", 1, False), ("max_turns", 1, True), ("warmup_tokens", 0, False))
@@ -51,6 +52,10 @@ def check_counts(cfg: DictConfig) -> None:
         or (isinstance(threads, int) and not isinstance(threads, bool) and threads >= 1)
     ):
         raise ValueError(f"num_threads must be auto, null or an integer >= 1, got {threads!r}")
+    if max(concurrency_levels(cfg.concurrency)) > 1 and "auto" in (cfg.tree.budget, cfg.chain.window):
+        raise ValueError(
+            "concurrency above 1 decodes at fixed draft sizes for now: set tree.budget and chain.window to numbers"
+        )
 
 
 def method_options(cfg: DictConfig, methods: list[str]) -> MethodOptions:
@@ -71,7 +76,7 @@ def method_options(cfg: DictConfig, methods: list[str]) -> MethodOptions:
 def measured_settings(cfg: DictConfig) -> dict[str, Any]:
     """What the records of a run depend on: a resumed run must match it (threads, progress and warm-up not)."""
     keys = ("target", "drafter_path", "baseline_drafter_path", "methods", "verify", "cuda_graph", "chain", "tree")
-    keys += ("bench",)
+    keys += ("bench", "concurrency")
     keys += ("bench_data", "max_turns", "max_new_tokens", "temperature", "top_k", "top_p", "seed", "max_context")
     got = {k: OmegaConf.to_container(cfg[k], resolve=True) if OmegaConf.is_config(cfg[k]) else cfg[k] for k in keys}
     got["bench_data"] = {k: v for k, v in got["bench_data"].items() if v}  # only the sets given a copy

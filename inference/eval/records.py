@@ -1,10 +1,11 @@
 """The unit of an evaluation's work and its on-disk log, which makes a long `domino-decode` run resumable.
 
 A `Record` is one generation (one turn of one prompt) of one method, or a skipped one. `RecordLog` appends
-the records of each finished prompt (every method and turn of it at once, so a prompt's AR baseline and
-its methods stay paired) to `records.jsonl` in the run directory, flushed to disk before the next prompt
-starts; a stopped run is resumed from that file and redoes only the prompts it does not hold. A last line
-cut short by the stop is dropped. `settings.json` beside it pins what the records measure: a resume
+the records of each finished piece of work to `records.jsonl` in the run directory, one line each, flushed
+to disk before the next starts: at concurrency 1 a prompt (every method and turn of it at once, so a
+prompt's AR baseline and its methods stay paired), above 1 a method's batched run over a set's turn. A
+stopped run is resumed from that file and redoes only the work it does not hold. A last line cut short
+by the stop is dropped. `settings.json` beside it pins what the records measure: a resume
 with other settings is refused.
 """
 
@@ -34,6 +35,13 @@ class Record:
     skip_reason: str | None = None
     noise: float | None = None  # `ar` records at T = 0: this prompt's share of the run's noise floor
     divergence: dict[str, Any] | None = None  # other records at T = 0 that differ from `ar`'s: `Divergence`
+    concurrency: int = 1  # sequences decoded together (`BatchedDecoder`) when this one was
+    batch: dict[str, Any] | None = None  # concurrency > 1: {"id", "wall_s"} of the batched run it was part of
+
+    @property
+    def arm(self) -> str:
+        """What the results compare: the method, with its concurrency when above 1 (`domino@4`)."""
+        return self.method if self.concurrency == 1 else f"{self.method}@{self.concurrency}"
 
     @property
     def skipped(self) -> bool:
@@ -43,6 +51,8 @@ class Record:
         """The JSON object of this record: generations.jsonl's row, with the full stats under `stats`."""
         row: dict[str, Any] = {"dataset": self.dataset, "method": self.method, "prompt_id": self.prompt_id}
         row["turn"] = self.turn
+        if self.concurrency != 1:
+            row |= {"concurrency": self.concurrency, "batch": self.batch}
         if self.skipped:
             return row | {"skipped": self.skip_reason}
         s = self.stats
@@ -65,11 +75,13 @@ class Record:
     @classmethod
     def from_row(cls, row: dict[str, Any]) -> Record:
         key = (row["dataset"], row["method"], row["prompt_id"], row["turn"])
+        batched = {"concurrency": row.get("concurrency", 1), "batch": row.get("batch")}
         if "skipped" in row:
-            return cls(*key, None, None, None, skip_reason=row["skipped"])
+            return cls(*key, None, None, None, skip_reason=row["skipped"], **batched)
         stats = GenerationStats(**row["stats"])
         tokens, reason, text = row["tokens"], row["finish_reason"], row["text"]
-        return cls(*key, tokens, reason, stats, text, noise=row.get("noise"), divergence=row.get("divergence"))
+        noise, divergence = row.get("noise"), row.get("divergence")
+        return cls(*key, tokens, reason, stats, text, noise=noise, divergence=divergence, **batched)
 
 
 class RecordLog:
@@ -114,7 +126,7 @@ class RecordLog:
         return records
 
     def append(self, records: list[Record]) -> None:
-        """One finished prompt's records, as one line, on disk before this returns."""
+        """One finished piece of work's records, as one line, on disk before this returns."""
         with open(self.path, "a") as f:
             f.write(json.dumps([r.to_row() for r in records]) + "\n")
             f.flush()

@@ -1,7 +1,9 @@
 """Turn evaluation records into the papers' numbers and the files `domino-decode` writes.
 
-Per dataset and method: tau (tokens committed per verify round, bonus included, SGLang's convention),
-speedup (AR decode time per output token / the method's, same process and prompts), tokens/s, counts,
+Per dataset and arm (a method at a concurrency: `domino`, `domino@4`): tau (tokens committed per verify
+round, bonus included, SGLang's convention), speedup (at concurrency 1 AR decode time per output token /
+the method's, same process and prompts; above 1 throughput over batched AR's), tokens/s, throughput and
+request latency (`inference.eval.concurrency`), counts,
 the acceptance-length histogram, stage timings and, at T = 0 with `ar` run, the divergence classes of
 `inference.eval.divergence`: `own_argmax_violations` (committed tokens that are not the argmax of the
 method's own verify logits), `divergences: {exact, numerical, algorithmic}` (generations; numerical only
@@ -18,8 +20,15 @@ from collections import Counter, defaultdict
 from pathlib import Path
 from typing import Any
 
+from inference.eval.concurrency import (
+    by_concurrency,
+    concurrency_section,
+    reference_arm,
+    serving_metrics,
+    speedup_reference,
+)
 from inference.eval.divergence import ALGORITHMIC, DIVERGENCE_CLASSES, NUMERICAL, classify, counts_text
-from inference.eval.figures import write_cost_plot, write_plot
+from inference.eval.figures import write_concurrency_plot, write_cost_plot, write_plot
 from inference.eval.records import Record
 
 STAGES = ("prefill", "decode", "draft", "verify", "commit")
@@ -56,6 +65,7 @@ def method_summary(records: list[Record], reference: list[Record] | None, floor:
     summary: dict[str, Any] = {
         "tau": sum(lengths) / rounds if rounds else None,
         "speedup": None,
+        **serving_metrics(done),
         "tokens_per_s": output_tokens / stages["decode"] if stages["decode"] > 0 else None,
         "time_per_output_token_s": stages["decode"] / output_tokens if output_tokens else None,
         "num_prompts": len({r.prompt_id for r in done}),
@@ -98,29 +108,36 @@ def method_summary(records: list[Record], reference: list[Record] | None, floor:
 
 
 def summarize(records: list[Record], check_lossless: bool) -> dict[str, dict[str, dict[str, Any]]]:
-    """{dataset: {method: metrics}}; speedups against `ar` where it ran, `lossless` when `check_lossless`."""
+    """{dataset: {arm: metrics}} (an arm: a method at a concurrency, `Record.arm`). Speedups against `ar` at
+    the same concurrency: at 1 by time per output token, above 1 by throughput. `lossless` when
+    `check_lossless`, against `ar` (batch 1 where the run has it: `concurrency.reference_arm`)."""
     grouped: dict[str, dict[str, list[Record]]] = defaultdict(lambda: defaultdict(list))
     for r in records:
-        grouped[r.dataset][r.method].append(r)
+        grouped[r.dataset][r.arm].append(r)
     floor = noise_floor(records)
     results: dict[str, dict[str, dict[str, Any]]] = {}
-    for dataset, by_method in grouped.items():
-        ar = by_method.get("ar")
+    for dataset, by_arm in grouped.items():
         results[dataset] = {}
-        for method, recs in by_method.items():
-            compare = check_lossless and ar is not None and method != "ar"
-            results[dataset][method] = method_summary(recs, ar if compare else None, floor)
-        ar_tpot = results[dataset].get("ar", {}).get("time_per_output_token_s")
-        for summary in results[dataset].values():
-            tpot = summary["time_per_output_token_s"]
-            summary["speedup"] = ar_tpot / tpot if ar_tpot and tpot else None
+        for arm, recs in by_arm.items():
+            ref = reference_arm(arm, list(by_arm)) if check_lossless else None
+            results[dataset][arm] = method_summary(recs, by_arm[ref] if ref else None, floor)
+        for arm, summary in results[dataset].items():
+            base = results[dataset].get(speedup_reference(arm), {})
+            if "@" in arm:
+                num, den = summary["throughput_tok_s"], base.get("throughput_tok_s")
+            else:
+                num, den = base.get("time_per_output_token_s"), summary["time_per_output_token_s"]
+            summary["speedup"] = num / den if num and den else None
     return results
 
 
 def mean_over_datasets(results: dict[str, dict[str, dict[str, Any]]]) -> dict[str, dict[str, float | None]]:
     methods = list(dict.fromkeys(m for by_method in results.values() for m in by_method))
     return {
-        m: {k: _mean([d[m][k] for d in results.values() if m in d]) for k in ("tau", "speedup", "tokens_per_s")}
+        m: {
+            k: _mean([d[m][k] for d in results.values() if m in d])
+            for k in ("tau", "speedup", "tokens_per_s", "throughput_tok_s")
+        }
         for m in methods
     }
 
@@ -172,7 +189,7 @@ def markdown(results: dict[str, dict[str, dict[str, Any]]], header: str) -> str:
                 f"| {s['skipped_prompts']} | {lossless} | {_fmt(per_round['draft'], '.2f')} "
                 f"| {_fmt(per_round['verify'], '.2f')} | {_fmt(per_round['commit'], '.2f')} |"
             )
-    return "\n".join(lines + _rounds_section(results)) + "\n"
+    return "\n".join(lines + _rounds_section(results) + concurrency_section(results)) + "\n"
 
 
 def _lossless_cell(s: dict[str, Any]) -> str:
@@ -223,6 +240,11 @@ def write_outputs(out_dir: Path, records: list[Record], check_lossless: bool, me
     mean = mean_over_datasets(results)
     plotted = write_plot(out_dir / "plot.png", results, list(mean))
     report = {**meta, "results": results, "mean": mean, "plot": "plot.png" if plotted else None}
+    levels = by_concurrency(results)
+    if any(len(by_level) > 1 or 1 not in by_level for d in levels.values() for by_level in d.values()):
+        report["concurrency"] = levels
+        if write_concurrency_plot(out_dir / "concurrency.png", levels):
+            report["concurrency_plot"] = "concurrency.png"
     if meta.get("cost_model") and write_cost_plot(out_dir / "costs.png", meta["cost_model"]):
         report["cost_plot"] = "costs.png"
     (out_dir / "results.json").write_text(json.dumps(report, indent=2))

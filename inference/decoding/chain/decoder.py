@@ -23,7 +23,7 @@ from inference.decoding.cost_model import RunningMean
 from inference.decoding.methods import check_drafter, check_options, method_spec
 from inference.decoding.options import DecodeOptions
 from inference.decoding.sampling import SamplingParams, probabilities, sample_from
-from inference.decoding.speculative import DecodeState, SpeculativeDecoder, Verdict, VerifyWindow
+from inference.decoding.speculative import Candidates, DecodeState, SpeculativeDecoder, Verdict, VerifyWindow
 from inference.drafter import DominoDrafter
 from inference.drafter.draft_cache import DraftKVCache
 from inference.drafter.rollout import DecodingSteps, roll_out
@@ -120,24 +120,32 @@ class ChainDecoder(SpeculativeDecoder):
         if self.rollout is not None:
             hidden = self.drafter.draft_hidden_slice(self.drafter.draft_block(state.draft_cache, state.root))[0]
             return ChainDraft(self.rollout(hidden, self.drafter.lm_head(hidden), state.root)[:n])
-        pick = sampling_picker(self.sampling, state.generator) if self.verifier.sampled_drafts else greedy_picker
-        t0 = self.clock.now()
-        scored = self.window is not None
-        draft = draft_chain(self.drafter, state.draft_cache, state.root, n, self.use_head, pick, scored)
-        if not scored:
-            return draft
-        gains = self.acceptance.predict(draft.scores)
-        self.fixed_s.add(self.clock.now() - t0)
+        if self.window is None:
+            return draft_chain(self.drafter, state.draft_cache, state.root, n, self.use_head, self._picker(state))
+        built = self.candidates(state)
         if state.forced_size is not None:
             keep = min(state.forced_size, n)
         elif self.window == AUTO:
-            fixed = self.fixed_s.value()
-            keep = best_prefix(gains, lambda k: fixed + self.verify_cost(k + 1), minimum=0)
+            keep = best_prefix(built.gains, built.cost, minimum=0)
         else:
             keep = min(self.window, n)
-        state.stats.draft_sizes.append(keep)
-        state.stats.predicted.append(1.0 + sum(gains[:keep]))
-        return draft.prefix(keep)
+        return self.keep(state, built, keep)
+
+    def _picker(self, state: DecodeState) -> TokenPicker:
+        return sampling_picker(self.sampling, state.generator) if self.verifier.sampled_drafts else greedy_picker
+
+    def candidates(self, state: DecodeState, settle: bool = False) -> Candidates | None:
+        """The whole block's chain with each prefix's acceptance, before the window is chosen (None: no
+        draft can be emitted); `settle` is the trees' (a chain drafts its block whatever it keeps)."""
+        n = min(self.drafter.config.num_draft_tokens, state.tokens_left - 1)
+        if n <= 0:
+            return None
+        t0 = self.clock.now()
+        draft = draft_chain(self.drafter, state.draft_cache, state.root, n, self.use_head, self._picker(state), True)
+        self.fixed_s.add(self.clock.now() - t0)
+        fixed = self.fixed_s.value()
+        cost = (lambda k: fixed + self.verify_cost(k + 1)) if self.cost_aware else None
+        return Candidates(draft, self.acceptance.predict(draft.scores), cost)
 
     def no_draft(self, state: DecodeState) -> ChainDraft:
         """No drafts: the round verifies the root alone (recorded as a round of size 0)."""

@@ -21,7 +21,7 @@ from inference.decoding.budget import AUTO, best_prefix, prefix_settled
 from inference.decoding.cost_model import RunningMean
 from inference.decoding.methods import check_drafter, check_options, method_spec
 from inference.decoding.options import DecodeOptions, TreeOptions
-from inference.decoding.speculative import DecodeState, SpeculativeDecoder, Verdict, VerifyWindow
+from inference.decoding.speculative import Candidates, DecodeState, SpeculativeDecoder, Verdict, VerifyWindow
 from inference.decoding.tree.build import best_first_batched, build_ddtree
 from inference.decoding.tree.draft_tree import DraftTree
 from inference.decoding.tree.expander import FastDominoExpander
@@ -90,9 +90,23 @@ class TreeDecoder(SpeculativeDecoder):
         return enough
 
     def draft(self, state: DecodeState) -> DraftTree:
+        built = self.candidates(state, settle=self.cost_aware and state.forced_size is None)
+        if built is None:
+            return self.no_draft(state)
+        if state.forced_size is not None:
+            keep = min(state.forced_size, len(built.draft))
+        elif self.cost_aware:
+            keep = best_prefix(built.gains, built.cost)
+        else:
+            keep = len(built.draft)
+        return self.keep(state, built, keep)
+
+    def candidates(self, state: DecodeState, settle: bool = False) -> Candidates | None:
+        """This round's tree, best first, before its size is chosen (None: no draft can be emitted).
+        `settle`: DominoTree stops expanding once the prefix a batch-1 cost-aware round keeps is known."""
         depth = min(self.drafter.config.num_draft_tokens, state.tokens_left - 1)  # deeper could never be emitted
         if depth <= 0:
-            return self.no_draft(state)
+            return None
         t0 = self.clock.now()
         hidden = self.drafter.draft_hidden_slice(self.drafter.draft_block(state.draft_cache, state.root))[0]
         base = self.drafter.lm_head(hidden)
@@ -106,24 +120,15 @@ class TreeDecoder(SpeculativeDecoder):
             t2, steps = self.clock.now(), self.expander.steps
             self.fixed_s.add(t2 - t0)
             fixed, step = self.fixed_s.value(), self.step_s.value()  # this round's cost model, set before the build
-            # A cost-aware round stops expanding once the prefix it will keep is known (`prefix_settled`).
-            replayed = state.forced_size is not None
-            enough = self._stop_rule(depth, fixed, step) if self.cost_aware and not replayed else None
+            enough = self._stop_rule(depth, fixed, step) if settle else None
             tree = best_first_batched(expander, self.node_budget, depth, self.expander.width, enough)
             if self.expander.steps > steps:
                 self.step_s.add(self.clock.now() - t2, self.expander.steps - steps)
-        gains = self.acceptance.predict(tree.scores)
-        if state.forced_size is not None:
-            tree = tree.prefix(min(state.forced_size, len(tree)))
-        elif self.cost_aware:
-            tree = tree.prefix(best_prefix(gains, self._round_cost(tree.depths, depth, fixed, step)))
-        stats = state.stats
-        stats.draft_sizes.append(len(tree))
-        stats.predicted.append(1.0 + sum(gains[: len(tree)]))
-        parts = stats.draft_parts_s
+        parts = state.stats.draft_parts_s
         parts["backbone"] = parts.get("backbone", 0.0) + t1 - t0
         parts["build"] = parts.get("build", 0.0) + self.clock.now() - t1
-        return tree
+        cost = self._round_cost(tree.depths, depth, fixed, step) if self.cost_aware else None
+        return Candidates(tree, self.acceptance.predict(tree.scores), cost)
 
     def no_draft(self, state: DecodeState) -> DraftTree:
         """The empty tree: the round verifies the root alone (recorded as a round of size 0)."""

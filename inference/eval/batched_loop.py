@@ -1,0 +1,192 @@
+"""Decoding runs at concurrency above 1: a set's prompts decoded by `BatchedDecoder`, N sequences at a time.
+
+All of a set's requests arrive at once (an offline throughput benchmark): each method decodes every prompt
+of a turn in one continuous batch of N rows, a finished row takes the next waiting prompt, and the batch
+drains at the end. That (method, turn) over the whole set is the unit of work, of timing and of resuming:
+its wall time is stored with its records (`Record.batch`), and throughput = output tokens / wall time.
+
+Turns go in order and, within a turn, methods in order. Multi-turn prompts carry one reply per turn as
+history, the same for every method: the batch-1 run's first method's reply where the run also decoded at
+concurrency 1 (so every arm of the run sees identical prompts), else this concurrency's first method's.
+Generation i draws from the generator seeded as in the batch-1 loop (`inference.eval.loop`), so at T > 0
+every sequence samples what it samples alone. Greedy runs with `ar` then check each prompt's outputs
+against the reference `ar` (`loop.check_divergences`).
+"""
+
+from __future__ import annotations
+
+import logging
+import time
+from collections.abc import Callable, Mapping
+
+from inference.decoding.batched import BatchedDecoder
+from inference.decoding.generation import Decoder, PromptTooLongError
+from inference.eval.loop import check_divergences, generation_generator
+from inference.eval.prompt_sets import BenchmarkPrompt
+from inference.eval.records import Record
+from inference.targets.adapter import TargetModel
+
+log = logging.getLogger(__name__)
+
+
+def run_dataset_batched(
+    dataset: str,
+    prompts: list[BenchmarkPrompt],
+    decoders: Mapping[str, Decoder],
+    target: TargetModel,
+    max_new_tokens: int,
+    concurrency: int,
+    seed: int = 0,
+    max_turns: int | None = None,
+    done: list[Record] | None = None,
+    on_records: Callable[[list[Record]], None] | None = None,
+    reference: list[Record] | None = None,
+    noise_window: int | None = None,
+) -> list[Record]:
+    """Every method over `prompts` at `concurrency`; one `Record` per method, prompt and turn.
+
+    `done`: this set's records a resumed run holds at this concurrency (finished (method, turn) units are
+    not rerun); `on_records` receives each newly finished unit's records. `reference`: this set's batch-1
+    records when the run has them (their first method's replies are the history, their `ar` the lossless
+    reference). `noise_window`: check the outputs against `ar` (greedy runs), as the batch-1 loop does."""
+    held: dict[tuple[str, int], list[Record]] = {}
+    for r in done or []:
+        held.setdefault((r.method, r.turn), []).append(r)
+    first_index, index = {}, 0
+    for prompt in prompts:
+        first_index[prompt.id] = index
+        index += len(prompt.turns[:max_turns])
+    first = next(iter(decoders))
+    replies = {(r.prompt_id, r.turn): r.text for r in reference or [] if r.method == first and not r.skipped}
+    messages: dict[str, list[dict[str, str]]] = {p.id: [] for p in prompts}
+    turn_ids: dict[tuple[str, int], list[int]] = {}
+    records: list[Record] = []
+    for turn in range(max(len(p.turns[:max_turns]) for p in prompts)):
+        live = [p for p in prompts if turn < len(p.turns[:max_turns]) and (turn == 0 or (p.id, turn - 1) in turn_ids)]
+        for p in live:
+            messages[p.id].append({"role": "user", "content": p.turns[turn]})
+            turn_ids[(p.id, turn)] = target.chat_ids(messages[p.id])
+        fresh: list[list[Record]] = []
+        for method, decoder in decoders.items():
+            unit = held.get((method, turn))
+            if unit is None:
+                unit = _decode_unit(
+                    dataset,
+                    method,
+                    decoder,
+                    live,
+                    turn,
+                    turn_ids,
+                    first_index,
+                    target,
+                    max_new_tokens,
+                    concurrency,
+                    seed,
+                )
+                fresh.append(unit)
+            records += unit
+            if method == first:
+                replies = {(r.prompt_id, r.turn): r.text for r in unit if not r.skipped} | replies
+        if noise_window and fresh:
+            this_turn = [r for r in records if r.turn == turn]
+            _check(
+                [r for unit in fresh for r in unit],
+                this_turn,
+                reference,
+                turn_ids,
+                decoders,
+                max_new_tokens,
+                noise_window,
+            )
+        for unit in fresh:
+            if on_records is not None:
+                on_records(unit)
+        for p in live:
+            if (p.id, turn) not in replies:  # skipped: the prompt ends here
+                turn_ids.pop((p.id, turn))
+                continue
+            messages[p.id].append({"role": "assistant", "content": replies[(p.id, turn)]})
+    return records
+
+
+def _decode_unit(
+    dataset: str,
+    method: str,
+    decoder: Decoder,
+    prompts: list[BenchmarkPrompt],
+    turn: int,
+    turn_ids: Mapping[tuple[str, int], list[int]],
+    first_index: Mapping[str, int],
+    target: TargetModel,
+    max_new_tokens: int,
+    concurrency: int,
+    seed: int,
+) -> list[Record]:
+    """One method over every prompt's turn `turn` in one batched run; a prompt too long for the context gets
+    a skipped record, as in the batch-1 loop."""
+    records, fits = [], []
+    for p in prompts:
+        try:
+            decoder.token_budget(len(turn_ids[(p.id, turn)]), max_new_tokens)
+            fits.append(p)
+        except PromptTooLongError as e:
+            records.append(
+                Record(dataset, method, p.id, turn, None, None, None, skip_reason=str(e), concurrency=concurrency)
+            )
+    if not fits:
+        return records
+    batched = BatchedDecoder(decoder, concurrency)
+    generators = [generation_generator(target, seed, first_index[p.id] + turn) for p in fits]
+    start = time.perf_counter()
+    gens = batched.generate([turn_ids[(p.id, turn)] for p in fits], max_new_tokens, generators)
+    batch = {"id": f"{method}/turn{turn}", "wall_s": time.perf_counter() - start}
+    for p, gen in zip(fits, gens, strict=True):
+        text = target.tokenizer.decode(gen.tokens, skip_special_tokens=True)
+        records.append(
+            Record(
+                dataset,
+                method,
+                p.id,
+                turn,
+                gen.tokens,
+                gen.finish_reason,
+                gen.stats,
+                text,
+                concurrency=concurrency,
+                batch=batch,
+            )
+        )
+    tokens = sum(len(g.tokens) for g in gens)
+    log.info(
+        "%s | %s@%d turn %d: %d prompts, %d tokens in %.1f s (%.1f tok/s)",
+        dataset,
+        method,
+        concurrency,
+        turn + 1,
+        len(fits),
+        tokens,
+        batch["wall_s"],
+        tokens / batch["wall_s"],
+    )
+    return records
+
+
+def _check(
+    fresh: list[Record],
+    this_turn: list[Record],
+    reference: list[Record] | None,
+    turn_ids: Mapping[tuple[str, int], list[int]],
+    decoders: Mapping[str, Decoder],
+    max_new_tokens: int,
+    window: int,
+) -> None:
+    """The newly decoded records of one turn against their prompt's reference `ar`: the batch-1 run's where
+    there is one, else this concurrency's (its noise measured there, once)."""
+    batch1_ar = {r.prompt_id: r for r in reference or [] if r.method == "ar" and r.turn == this_turn[0].turn}
+    batched_ar = {r.prompt_id: r for r in this_turn if r.method == "ar"}
+    for r in fresh:
+        ar = batch1_ar.get(r.prompt_id) or batched_ar.get(r.prompt_id)
+        if ar is None or r.skipped:
+            continue
+        ids = {r.turn: turn_ids[(r.prompt_id, r.turn)]}
+        check_divergences([r], ids, decoders, max_new_tokens, window, reference=[ar])

@@ -1,0 +1,93 @@
+"""`domino-decode concurrency=...`: every method at several concurrencies, compared token for token."""
+
+import json
+
+import pytest
+import torch
+from hydra import compose, initialize_config_dir
+
+from domino_conf import CONF_DIR
+from inference.cli import decode
+from inference.eval.records import RecordLog
+
+QUICK = ["target=tiny", "max_new_tokens=12", "warmup_tokens=4", "progress=false"]
+
+
+@pytest.fixture
+def drafter_path(qwen_target, trained_drafter, tmp_path):
+    drafter, _ = trained_drafter(qwen_target)  # the same weights as the `target=tiny` the CLI loads
+    return drafter.save_pretrained(tmp_path / "drafter", dtype=torch.float32)
+
+
+def _cfg(*overrides):
+    with initialize_config_dir(config_dir=str(CONF_DIR), version_base="1.3"):
+        return compose("decode", overrides=[*QUICK, *overrides])
+
+
+def _rows(run_dir):
+    with open(run_dir / "generations.jsonl") as f:
+        return [json.loads(line) for line in f]
+
+
+def test_every_arm_at_every_concurrency_emits_its_batch_1_tokens(drafter_path, tmp_path):
+    overrides = ["methods=[ar,domino,dominotree]", "bench=[mt-bench:3,humaneval:3]", "tree.budget=4"]
+    report = decode.run(_cfg(f"drafter_path={drafter_path}", *overrides, "concurrency=[1,2,4]"), tmp_path)
+    rows = _rows(tmp_path)
+    alone = {
+        (r["dataset"], r["method"], r["prompt_id"], r["turn"]): r["tokens"] for r in rows if "concurrency" not in r
+    }
+    batched = [r for r in rows if "concurrency" in r]
+    assert len(batched) == 2 * len(alone) and {r["concurrency"] for r in batched} == {2, 4}
+    for r in batched:  # mixed prompt lengths; sequences finish at different times (12 tokens or a stop)
+        assert r["tokens"] == alone[(r["dataset"], r["method"], r["prompt_id"], r["turn"])], r["prompt_id"]
+    for dataset, arms in report["results"].items():
+        assert list(arms) == [f"{m}{level}" for level in ("", "@2", "@4") for m in ("ar", "domino", "dominotree")]
+        for arm, s in arms.items():
+            assert s["throughput_tok_s"] > 0 and s["latency_s_p50"] > 0 and s["speedup"] > 0
+            assert s["lossless"] is (None if arm == "ar" else True), (dataset, arm)
+            assert s["divergences"] is None or s["divergences"]["exact"] == s["num_generations"]
+        assert arms["ar@4"]["speedup"] == 1.0 and 0 < arms["dominotree@2"]["mean_draft_size"] <= 4
+    levels = report["concurrency"]["humaneval"]["domino"]
+    assert sorted(int(n) for n in levels) == [1, 2, 4]
+    assert (tmp_path / "concurrency.png").is_file() == (report.get("concurrency_plot") is not None)
+    assert "| humaneval | dominotree | 4 |" in (tmp_path / "results.md").read_text()
+
+
+def test_a_batched_run_resumes_by_method_and_turn(drafter_path, tmp_path, monkeypatch):
+    overrides = [f"drafter_path={drafter_path}", "methods=[ar,domino]", "bench=[mt-bench:2]", "concurrency=2"]
+    whole = decode.run(_cfg(*overrides), tmp_path / "whole")
+    run_dir, appended = tmp_path / "stopped", []
+    real_append = RecordLog.append
+
+    def stop_after_two(self, records):
+        if len(appended) == 2:
+            raise KeyboardInterrupt
+        appended.append((records[0].method, records[0].turn))
+        real_append(self, records)
+
+    monkeypatch.setattr(RecordLog, "append", stop_after_two)
+    with pytest.raises(KeyboardInterrupt):
+        decode.run(_cfg(*overrides), run_dir)
+    monkeypatch.setattr(
+        RecordLog, "append", lambda self, rs: [appended.append((rs[0].method, rs[0].turn)), real_append(self, rs)]
+    )
+    resumed = decode.run(_cfg(*overrides), run_dir)
+    assert appended == [("ar", 0), ("domino", 0), ("ar", 1), ("domino", 1)]  # turn 1 once, after the stop
+    keys = ("method", "prompt_id", "turn", "tokens")
+    assert [[r[k] for k in keys] for r in _rows(tmp_path / "whole")] == [[r[k] for k in keys] for r in _rows(run_dir)]
+    assert (
+        resumed["results"]["mt-bench"]["domino@2"]["lossless"] is whole["results"]["mt-bench"]["domino@2"]["lossless"]
+    )
+
+
+@pytest.mark.parametrize(
+    ("overrides", "message"),
+    [
+        (["concurrency=0"], "concurrency must be an integer >= 1"),
+        (["concurrency=[1,two]"], "concurrency must be an integer >= 1"),
+        (["concurrency=4", "tree.budget=auto"], "fixed draft sizes"),
+    ],
+)
+def test_bad_concurrency_is_refused_before_loading(overrides, message, tmp_path):
+    with pytest.raises(ValueError, match=message):
+        decode.run(_cfg(*overrides), tmp_path)
