@@ -17,11 +17,12 @@ ragged target forward of width W = the widest window this round (each row pays W
 cache writes, pad columns included) over a span of max(row length) + W. Prefills of refills add one ragged
 forward of width = the longest refill prompt. Needs the target's lean engine (`forward_ragged`).
 
-Stats: `accept_lengths`, `draft_sizes`, `plain_rounds`, `own_argmax_violations` and token counts are filled
-as batch 1 fills them. Times are wall times of the shared loop: `draft_s` / `commit_s` are the row's own,
-`verify_s` the shared forwards it waited for, `prefill_s` the prefill forward that started it, `decode_s`
-from its first token to its end. `predicted` may differ from batch 1's (the decoder's acceptance model
-learns from the rows in batch order) but is only a statistic: it chooses nothing at a fixed window/budget.
+Stats: `accept_lengths`, `draft_sizes`, `plain_rounds`, `own_argmax_violations`, the tree walk's step
+counters and token counts are filled as batch 1 fills them. Times are wall times of the shared loop:
+`draft_s` / `commit_s` are the row's own, `verify_s` the shared forwards it waited for, `prefill_s` the
+prefill forward that started it, `decode_s` from its first token to its end. `predicted` may differ from
+batch 1's (the decoder's acceptance model learns from the rows in batch order) but is only a statistic: it
+chooses nothing at a fixed window/budget.
 """
 
 from __future__ import annotations

@@ -7,7 +7,8 @@ the walk from the root follows the target's choice at each node; the accepted pa
 bonus token are committed, and `SpeculativeDecoder.commit` gathers the path's KV entries and features to
 the front (`Verdict.keep`).
 
-Acceptance rules: `verify.py` (`match`, `residual`).
+Acceptance rules: `verify.py` (`match`, `residual`). Each round's accepted path is counted in the stats'
+main / sibling steps (`verify.walk_steps`; the accepted-after-sibling rate, `inference/decoding/stats.py`).
 """
 
 from __future__ import annotations
@@ -25,7 +26,7 @@ from inference.decoding.speculative import Candidates, DecodeState, SpeculativeD
 from inference.decoding.tree.build import best_first_batched, build_ddtree
 from inference.decoding.tree.draft_tree import DraftTree
 from inference.decoding.tree.expander import FastDominoExpander
-from inference.decoding.tree.verify import TREE_WALKS
+from inference.decoding.tree.verify import TREE_WALKS, walk_steps
 from inference.drafter import DominoDrafter
 from inference.kernels.cuda_graph import use_cuda_graphs
 from inference.targets.adapter import TargetModel
@@ -144,6 +145,8 @@ class TreeDecoder(SpeculativeDecoder):
     def judge(self, state: DecodeState, tree: DraftTree, logits: torch.Tensor, features: torch.Tensor) -> Verdict:
         path, bonus = self.walk(tree, logits, self.sampling, state.generator)
         accepted = set(path)
+        for sibling, took in walk_steps(tree, path):
+            state.stats.count_step(sibling, took)
         self.acceptance.update(tree.scores, [i + 1 in accepted for i in range(len(tree))])
         tokens = [tree.tokens[i - 1] for i in path] + [bonus]
         keep = torch.tensor([0, *path], dtype=torch.long, device=state.root.device)

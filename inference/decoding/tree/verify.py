@@ -48,5 +48,26 @@ def walk_residual(tree: DraftTree, logits: torch.Tensor, params: SamplingParams,
             return path, int(sample_from(p / p.sum(), generator))
 
 
+def walk_steps(tree: DraftTree, path: list[int]) -> list[tuple[bool, bool]]:
+    """(sibling, accepted) of each step of an accepted path: the per-round unit of the accepted-after-sibling
+    rate (`inference.decoding.stats`).
+
+    Walking `path` (window indices of the accepted nodes, root excluded), every accepted node that has
+    children in `tree` is one step, where the walk tries to go one deeper; a node without children is none,
+    since nothing was drafted below it. `sibling` is True when the node is not its parent's first child: the
+    builder (`build.best_first`) adds a parent's children in score-rank order, so the first one added is the
+    best-scored. `accepted` is True when the walk accepted one of the node's children (the path goes on).
+    """
+    first_child: dict[int, int] = {}
+    for node, parent in enumerate(tree.parents):
+        first_child.setdefault(parent, node)
+    steps = []
+    for i, window_index in enumerate(path):
+        node = window_index - 1
+        if node in first_child:  # has children
+            steps.append((first_child[tree.parents[node]] != node, i + 1 < len(path)))
+    return steps
+
+
 TREE_WALKS = {"match": walk_match, "residual": walk_residual}  # verify rule -> the walk that applies it
 TREE_VERIFY_RULES = tuple(TREE_WALKS)

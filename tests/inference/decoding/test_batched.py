@@ -81,6 +81,8 @@ def test_every_row_decodes_what_batch_1_decodes(any_tiny_target, trained_drafter
             assert g.stats.draft_sizes == e.stats.draft_sizes, where
             assert g.stats.output_tokens == len(e.tokens) and g.stats.prompt_tokens == e.stats.prompt_tokens, where
             assert g.stats.own_argmax_violations == 0, where
+            walk = ("main_steps", "main_accepted", "sibling_steps", "sibling_accepted")
+            assert [getattr(g.stats, k) for k in walk] == [getattr(e.stats, k) for k in walk], where
 
 
 def test_a_row_crop_that_keeps_one_stale_entry_is_caught(qwen_target, trained_drafter, monkeypatch):

@@ -16,6 +16,13 @@ def test_records_round_trip_with_their_stats():
         assert Record.from_row(json.loads(json.dumps(r.to_row()))) == r
 
 
+def test_records_written_before_the_tree_walk_counters_still_load():
+    row = _record("a").to_row()
+    for key in ("main_steps", "main_accepted", "sibling_steps", "sibling_accepted"):
+        del row["stats"][key]
+    assert Record.from_row(json.loads(json.dumps(row))) == _record("a")
+
+
 def test_a_line_cut_short_by_a_stop_is_dropped_and_redone(tmp_path):
     log = RecordLog(tmp_path)
     assert log.start({"seed": 0}) == []
