@@ -20,6 +20,7 @@ from collections import Counter, defaultdict
 from pathlib import Path
 from typing import Any
 
+from inference.decoding.stats import walk_rates
 from inference.eval.concurrency import (
     by_concurrency,
     concurrency_section,
@@ -82,6 +83,8 @@ def method_summary(records: list[Record], reference: list[Record] | None, floor:
         # per round, where the decoder logged them: drafts verified and the tokens it expected to commit
         "draft_size_histogram": [sizes.get(n, 0) for n in range(max(sizes, default=-1) + 1)],
         "predicted_tokens_per_round": _mean([p for p, _ in logged]),
+        # trees: how often the walk goes one deeper below an accepted main-path node / sibling node
+        "accepted_after": walk_rates(r.stats for r in done),
         "realised_tokens_per_round": _mean([a for _, a in logged]),
         "stage_s": stages,
         "stage_ms_per_round": {
@@ -204,19 +207,27 @@ def _lossless_cell(s: dict[str, Any]) -> str:
 
 
 def _rounds_section(results: dict[str, dict[str, dict[str, Any]]]) -> list[str]:
-    """Per method with logged rounds: predicted against realised tokens per round and the draft sizes."""
+    """Per method with logged rounds: predicted against realised tokens per round, the draft sizes and, for
+    trees, how often the walk went one deeper below an accepted main-path node and below a sibling."""
     rows = [
         f"| {d} | {m} | {s['predicted_tokens_per_round']:.2f} | {s['realised_tokens_per_round']:.2f} | "
         + ", ".join(f"{n}: {c}" for n, c in enumerate(s["draft_size_histogram"]) if c)
-        + " |"
+        + f" | {_walk_cell(s['accepted_after'], 'main')} | {_walk_cell(s['accepted_after'], 'sibling')} |"
         for d, by_method in results.items()
         for m, s in by_method.items()
         if s.get("predicted_tokens_per_round") is not None
     ]
     if not rows:
         return []
-    header = "| dataset | method | predicted tokens / round | realised | draft sizes (size: rounds) |"
-    return ["", header, "|---" * 5 + "|", *rows]
+    header = (
+        "| dataset | method | predicted tokens / round | realised | draft sizes (size: rounds) "
+        "| accepted after main (steps) | accepted after sibling (steps) |"
+    )
+    return ["", header, "|---" * 7 + "|", *rows]
+
+
+def _walk_cell(rates: dict[str, Any], kind: str) -> str:
+    return "-" if rates[kind] is None else f"{rates[kind]:.0%} ({rates[f'{kind}_steps']})"
 
 
 def generation_rows(records: list[Record]) -> list[dict[str, Any]]:

@@ -95,14 +95,16 @@ def test_logged_rounds_give_predicted_against_realised_and_the_draft_sizes():
     records = _records()
     tree = _record("ddtree", "a", [1, 2, 3, 4, 5], [3, 1], 1.0)
     tree.stats.draft_sizes, tree.stats.predicted = [16, 9], [2.5, 1.5]
+    tree.stats.main_steps, tree.stats.main_accepted, tree.stats.sibling_steps, tree.stats.sibling_accepted = 4, 3, 5, 1
     s = summarize([*records, tree], check_lossless=True)["mt-bench"]["ddtree"]
+    assert s["accepted_after"] == {"main": 0.75, "main_steps": 4, "sibling": 0.2, "sibling_steps": 5}
     assert (
         s["draft_size_histogram"][9] == 1 and s["draft_size_histogram"][16] == 1 and sum(s["draft_size_histogram"]) == 2
     )
     assert s["predicted_tokens_per_round"] == 2.0 and s["realised_tokens_per_round"] == 2.0
     assert summarize(records, check_lossless=True)["mt-bench"]["domino"]["predicted_tokens_per_round"] is None
     table = markdown(summarize([*records, tree], check_lossless=True), "# t")
-    assert "| mt-bench | ddtree | 2.00 | 2.00 | 9: 1, 16: 1 |" in table
+    assert "| mt-bench | ddtree | 2.00 | 2.00 | 9: 1, 16: 1 | 75% (4) | 20% (5) |" in table
 
 
 def test_a_set_whose_prompts_were_all_skipped_is_not_called_lossless(tmp_path):
