@@ -2,9 +2,11 @@
 
 Each row of the batch is one sequence with everything a batch-1 generation keeps: its own draft cache
 (`drafter.new_cache(1, ...)`), root, tokens, stats, token budget and generator (a `DecodeState`). Its
-drafting, window, judging and commit are those of the batch-1 decoder it wraps (`batched_rules.py`), so
-every row emits exactly the tokens, and verifies exactly the windows, of `decoder.generate` on its prompt
-alone. Only the target forward is shared: the rows' windows are stacked (`RaggedWindow.stack`), run in one
+drafting, window, judging and commit are those of the batch-1 decoder it wraps (`batched_rules.py`), so at
+a fixed window / budget every row emits exactly the tokens, and verifies exactly the windows, of
+`decoder.generate` on its prompt alone. A cost-aware decoder (`auto`) sizes its drafts across the batch
+instead (`batch_budget.py`): each row's draft is a prefix of its batch-1 draft, and its output stays its
+batch-1 `ar` output. Only the target forward is shared: the rows' windows are stacked (`RaggedWindow.stack`), run in one
 `target.forward_ragged` on a `RaggedKVCache`, and each row judges its own logits. A row's `DecodeState`
 holds a `RowCache` (its row of the ragged cache), so the decoder's own `commit` crops or compacts that row.
 
@@ -21,22 +23,24 @@ Stats: `accept_lengths`, `draft_sizes`, `plain_rounds`, `own_argmax_violations`,
 counters and token counts are filled as batch 1 fills them. Times are wall times of the shared loop:
 `draft_s` / `commit_s` are the row's own, `verify_s` the shared forwards it waited for, `prefill_s` the
 prefill forward that started it, `decode_s` from its first token to its end. `predicted` may differ from
-batch 1's (the decoder's acceptance model learns from the rows in batch order) but is only a statistic: it
-chooses nothing at a fixed window/budget.
+batch 1's (the decoder's acceptance model learns from the rows in batch order); it chooses nothing at a
+fixed window/budget, and the draft sizes of a cost-aware batch.
 """
 
 from __future__ import annotations
 
+import statistics
 from collections.abc import Sequence
 from dataclasses import dataclass, field
 
 import torch
 
 from inference.decoding.ar import ARDecoder
+from inference.decoding.batch_budget import BatchBudget
 from inference.decoding.batched_rules import row_rule
 from inference.decoding.generation import Generation
 from inference.decoding.sampling import sample
-from inference.decoding.speculative import DecodeState, SpeculativeDecoder, VerifyWindow
+from inference.decoding.speculative import Candidates, DecodeState, SpeculativeDecoder, VerifyWindow
 from inference.decoding.stats import GenerationStats
 from inference.targets.ragged_cache import RaggedKVCache, RowCache
 from inference.targets.ragged_window import RaggedWindow
@@ -74,7 +78,7 @@ class BatchedDecoder:
         if concurrency < 1:
             raise ValueError(f"concurrency must be >= 1 sequence, got {concurrency}")
         self.decoder, self.concurrency = decoder, concurrency
-        self.rule = row_rule(decoder)
+        self.rule = row_rule(decoder, concurrency)
         self.target = decoder.target
         if self.target.lean is None:
             raise ValueError(f"batched decoding needs the lean engine; target {self.target.name} runs on engine=hf")
@@ -100,6 +104,8 @@ class BatchedDecoder:
             jobs.append(_Job(i, ids, self.decoder.token_budget(ids.numel(), limit), gen))
         if not jobs:
             return []
+        if isinstance(self.rule, BatchBudget):  # before the clock starts: measuring is not decoding
+            self.rule.prepare(int(statistics.median(job.ids.numel() for job in jobs)))
         rows = min(self.concurrency, n)
         longest = max(job.ids.numel() + job.budget for job in jobs)
         widest = max(self.rule.max_window(), max(job.ids.numel() for job in jobs))
@@ -162,14 +168,26 @@ class BatchedDecoder:
         commits; rows without a window are cropped back, finished rows are freed."""
         clock, rule = self.decoder.clock, self.rule
         drafts: dict[int, object] = {}
+        spent: dict[int, float] = {}  # each row's draft seconds this round
         windows: list[VerifyWindow | None] = [None] * len(live)
         for r, row in enumerate(live):
-            if row is None:
-                continue
+            if row is not None:
+                t0 = clock.now()
+                drafts[r] = rule.draft(row.state)
+                spent[r] = clock.now() - t0
+        budget = rule if isinstance(rule, BatchBudget) else None
+        drafted = {r: isinstance(d, Candidates) for r, d in drafts.items()}
+        width = 0
+        if budget is not None:  # the round's width across the batch, then each row's kept prefix
             t0 = clock.now()
-            drafts[r] = rule.draft(row.state)
-            windows[r] = rule.verify_window(row.state, drafts[r])
-            row.job.stats.draft_s += clock.now() - t0
+            states = {r: live[r].state for r in drafts}
+            drafts, width = budget.settle(states, drafts, sum(spent.values()), cache.batch)
+            share = (clock.now() - t0) / len(drafts)
+            spent = {r: s + share for r, s in spent.items()}
+        for r, draft in drafts.items():
+            t0 = clock.now()
+            windows[r] = rule.verify_window(live[r].state, draft)
+            live[r].job.stats.draft_s += spent[r] + clock.now() - t0
         before = cache.lengths.tolist()
         t1 = clock.now()
         batch = RaggedWindow.stack(windows, self.pad_id, cache.keys.device)
@@ -187,6 +205,9 @@ class BatchedDecoder:
             t3 = clock.now()
             finished, stopped = rule.commit(state, verdict, job.tokens, job.stats)
             t4 = clock.now()
+            if budget is not None:
+                tokens = job.stats.accept_lengths[-1]
+                budget.record(state, drafted[r], tokens, spent[r], len(drafts), cache.batch, width)
             job.stats.verify_s += forward_s + t3 - t2  # the shared forward, then this row's acceptance rule
             job.stats.commit_s += t4 - t3
             if finished:

@@ -15,6 +15,7 @@ from typing import Any, Protocol
 import torch
 
 from inference.decoding.ar import ARDecoder
+from inference.decoding.batch_budget import BatchBudget
 from inference.decoding.generation import take_until_stop
 from inference.decoding.sampling import sample
 from inference.decoding.speculative import DecodeState, SpeculativeDecoder, Verdict, VerifyWindow
@@ -83,18 +84,15 @@ class ARRule:
         return False, False
 
 
-def row_rule(decoder: ARDecoder | SpeculativeDecoder) -> RowRule:
-    """The row rule of a decoder from `build_decoder`; refuses what a batch cannot run row by row yet."""
+def row_rule(decoder: ARDecoder | SpeculativeDecoder, concurrency: int = 1) -> RowRule | BatchBudget:
+    """The row rule of a decoder from `build_decoder` (a cost-aware one: `BatchBudget`, its draft sizes
+    chosen across the batch); refuses what a batch cannot run row by row."""
     if not isinstance(decoder, ARDecoder | SpeculativeDecoder):
         raise ValueError(f"cannot batch a {type(decoder).__name__}: pass a decoder from build_decoder")
     if decoder.probe is not None:
         raise ValueError("batched decoding does not probe logits (the lossless replay): use the batch-1 decoder")
     if isinstance(decoder, ARDecoder):
         return ARRule(decoder)
-    if decoder.cost_aware:
-        raise ValueError(
-            f"batched {decoder.name} cannot be cost-aware yet: use a fixed tree budget / chain_window, not auto"
-        )
     if decoder.schedule is not None:
         raise ValueError("batched decoding does not replay schedules (the lossless replay): use the batch-1 decoder")
-    return decoder
+    return BatchBudget(decoder, concurrency) if decoder.cost_aware else decoder

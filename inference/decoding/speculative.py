@@ -47,6 +47,7 @@ class DecodeState:
     generator: torch.Generator | None
     stats: GenerationStats  # methods may record a finer split of their draft stage here
     forced_size: int | None = None  # a replayed round: verify exactly this many drafts (see `schedule`)
+    gate: DraftGate | None = None  # a cost-aware row of a batch: its own gate (`batch_budget.py`)
 
 
 @dataclass
@@ -105,6 +106,7 @@ class SpeculativeDecoder(Decoder):
         self.acceptance = AcceptanceModel()  # path score -> acceptance, from the rounds verified so far
         self.verify_curve: VerifyCurve | None = None  # `measure_costs`, before a cost-aware decoder's first round
         self.gate = DraftGate()  # cost-aware decoders: plain rounds while drafting does not pay (draft_gate.py)
+        self.batch_curves: dict[int, VerifyCurve] = {}  # concurrency -> batch verify curve (`batch_budget.py`)
         # A replay (the lossless check) of a cost-aware generation: its rounds' draft sizes
         # (`stats.draft_sizes`), so that timing-driven choices verify the same windows again.
         self.schedule: list[int] | None = None

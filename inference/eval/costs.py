@@ -32,4 +32,6 @@ def cost_report(decoders: dict[str, Any], verify_curves: dict[str, Any]) -> dict
         report[m] = {"verify_curve": curve, "draft_fixed_s": d.fixed_s.value(), "acceptance": d.acceptance.to_dict()}
         if getattr(d, "step_s", None) is not None:
             report[m]["draft_step_s"] = d.step_s.value()
+        if d.batch_curves:  # concurrency -> the batch verify curve over total tokens (`batch_budget.py`)
+            report[m]["batch_verify_curves"] = {n: c.to_dict() for n, c in sorted(d.batch_curves.items())}
     return report

@@ -52,10 +52,7 @@ def check_counts(cfg: DictConfig) -> None:
         or (isinstance(threads, int) and not isinstance(threads, bool) and threads >= 1)
     ):
         raise ValueError(f"num_threads must be auto, null or an integer >= 1, got {threads!r}")
-    if max(concurrency_levels(cfg.concurrency)) > 1 and "auto" in (cfg.tree.budget, cfg.chain.window):
-        raise ValueError(
-            "concurrency above 1 decodes at fixed draft sizes for now: set tree.budget and chain.window to numbers"
-        )
+    concurrency_levels(cfg.concurrency)
 
 
 def method_options(cfg: DictConfig, methods: list[str]) -> MethodOptions:

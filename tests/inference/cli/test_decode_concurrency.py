@@ -53,6 +53,18 @@ def test_every_arm_at_every_concurrency_emits_its_batch_1_tokens(drafter_path, t
     assert "| humaneval | dominotree | 4 |" in (tmp_path / "results.md").read_text()
 
 
+def test_cost_aware_arms_run_at_every_concurrency_and_report_their_batch_curves(drafter_path, tmp_path):
+    overrides = ["methods=[ar,domino,dominotree]", "bench=[humaneval:3]", "chain.window=auto", "tree.budget=auto"]
+    report = decode.run(
+        _cfg(f"drafter_path={drafter_path}", *overrides, "tree.max_budget=8", "concurrency=[1,2]"), tmp_path
+    )
+    for arm in ("domino", "dominotree", "domino@2", "dominotree@2"):
+        assert report["results"]["humaneval"][arm]["lossless"] is True, arm
+    for method in ("domino", "dominotree"):
+        curve = json.loads((tmp_path / "results.json").read_text())["cost_model"][method]["batch_verify_curves"]["2"]
+        assert curve["windows"][0] == 2 and len(curve["windows"]) == len(curve["seconds"]) > 1
+
+
 def test_a_batched_run_resumes_by_method_and_turn(drafter_path, tmp_path, monkeypatch):
     overrides = [f"drafter_path={drafter_path}", "methods=[ar,domino]", "bench=[mt-bench:2]", "concurrency=2"]
     whole = decode.run(_cfg(*overrides), tmp_path / "whole")
@@ -85,7 +97,6 @@ def test_a_batched_run_resumes_by_method_and_turn(drafter_path, tmp_path, monkey
     [
         (["concurrency=0"], "concurrency must be an integer >= 1"),
         (["concurrency=[1,two]"], "concurrency must be an integer >= 1"),
-        (["concurrency=4", "tree.budget=auto"], "fixed draft sizes"),
     ],
 )
 def test_bad_concurrency_is_refused_before_loading(overrides, message, tmp_path):

@@ -12,6 +12,7 @@ import torch
 from inference import DominoDrafter
 from inference.decoding import DecodeOptions, TreeOptions, build_decoder
 from inference.decoding.batched import BatchedDecoder
+from inference.decoding.cost_model import VerifyCurve
 from inference.targets.adapter import TargetModel
 from inference.targets.engine import install_engine
 from inference.targets.ragged_cache import RaggedKVCache, RowCache
@@ -133,14 +134,34 @@ def test_row_cache_crops_and_compacts_only_its_row():
     assert cache.lengths.tolist() == [6, 3] and cache.keys[0, 0, 0, :6, 0].tolist() == [0, 1, 2, 3, 4, 5]
 
 
+@pytest.mark.parametrize(("method", "auto"), [("ddtree", "tree"), ("dominotree", "tree"), ("domino", "chain")])
+def test_cost_aware_rows_size_their_drafts_across_the_batch_and_stay_ar(any_tiny_target, trained_drafter, method, auto):
+    """`auto` at concurrency > 1 (`batch_budget.py`): each row's output is its batch-1 `ar` output and every
+    committed token its own verify argmax, whatever sizes the batch chooses: on a flat verify curve (every
+    draft kept), a steep one (every round plain) and the one measured here."""
+    target, drafter, prompts, stops = _setup(any_tiny_target, trained_drafter)
+    options = DecodeOptions(stop_token_ids=stops, chain_window="auto" if auto == "chain" else None)
+    tree = TreeOptions(budget="auto", max_budget=8) if auto == "tree" else None
+    decoder = build_decoder(method, target, drafter, options, tree)
+    plain = build_decoder("ar", target, options=DecodeOptions(stop_token_ids=stops))
+    expected = [plain.generate(p, m).tokens for p, m in zip(prompts, MAX_NEW_TOKENS, strict=True)]
+    decoder.batch_curves[2] = VerifyCurve([2, 64], [1.0, 1.0], 8)  # verifying is all that costs: draft all
+    decoder.batch_curves[3] = VerifyCurve([3, 6], [1e-3, 1.0], 8)  # a second token per row costs 1000x
+    for concurrency in (2, 3, 4):
+        got = BatchedDecoder(decoder, concurrency).generate(prompts, MAX_NEW_TOKENS)
+        assert [g.tokens for g in got] == expected, (method, concurrency)
+        assert all(g.stats.own_argmax_violations == 0 for g in got)
+        sizes = [n for g in got for n in g.stats.draft_sizes]
+        assert len(sizes) == sum(len(g.stats.accept_lengths) for g in got) and max(sizes) <= decoder.max_window() - 1
+        if concurrency == 2:
+            assert max(sizes) == decoder.max_window() - 1 and max(k for g in got for k in g.stats.accept_lengths) > 2
+        if concurrency == 3:
+            assert set(sizes) == {0}
+    assert set(decoder.batch_curves) == {2, 3, 4}  # the one not given was measured
+
+
 def test_what_cannot_batch_is_refused(qwen_target, trained_drafter):
     target, drafter, _, _ = _setup(qwen_target, trained_drafter)
-    auto = build_decoder("ddtree", target, drafter, tree=TreeOptions(budget="auto"))
-    with pytest.raises(ValueError, match="fixed tree budget"):
-        BatchedDecoder(auto, 2)
-    auto_chain = build_decoder("domino", target, drafter, DecodeOptions(chain_window="auto"))
-    with pytest.raises(ValueError, match="chain_window"):
-        BatchedDecoder(auto_chain, 2)
     with pytest.raises(ValueError, match="lean engine"):
         BatchedDecoder(build_decoder("ar", qwen_target), 2)
     with pytest.raises(ValueError, match="concurrency"):
