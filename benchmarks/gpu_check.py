@@ -10,7 +10,8 @@ possibly loaded CPU gives it): `gpu_tests` (pytest -m gpu), `bit_identity` (CUDA
 chain vs the eager references), `training` (flex vs SDPA bf16 steps, a ZeRO-2 step through the recipe's
 config), `tree_build` (ms per round, eager vs graphs; head overhead), `decoding` (SmolLM2 with the
 reference drafters, every method), `budgets` (fixed tree budgets against `tree.budget=auto`), `engine`
-(`ar`'s step and verify windows 1-32 on the lean engine and on HF's forward). Each
+(`ar`'s step and verify windows 1-32 on the lean engine and on HF's forward), `concurrency` (batched
+`ar` and the cost-aware arms at concurrency 1 / 4 / 16). Each
 writes OUT_DIR/stages/NAME.json; this script gathers them into OUT_DIR/summary.json and
 OUT_DIR/summary.md and exits 0 only when no stage failed.
 What each stage checks: benchmarks/checks/ and docs/gpu.md.
@@ -60,13 +61,14 @@ class StageResult:
 
 # (name, time budget in seconds): the budgets add up to at most TOTAL_BUDGET_S
 STAGE_BUDGETS = {
-    "gpu_tests": 115,
+    "gpu_tests": 100,
     "bit_identity": 45,
-    "training": 95,
-    "tree_build": 70,
+    "training": 85,
+    "tree_build": 60,
     "decoding": 65,
-    "budgets": 65,
+    "budgets": 60,
     "engine": 25,
+    "concurrency": 40,
 }
 # A stage runs the module `checks.<stage name>` unless named here: the tree_build stage's module is
 # checks/tree_timing.py, so that it is not mistaken for benchmarks/tree_build.py, which it imports.

@@ -115,4 +115,9 @@ def test_dry_run_passes_every_stage_on_the_cpu(tmp_path):
         m: [2, 4, "auto"] for m in ("ddtree", "dominotree")
     }
     assert all(r["divergences"]["algorithmic"] == 0 and r["mean_tree"] <= 4 for rows in swept.values() for r in rows)
+    batched = stages["concurrency"]["results"]["methods"]
+    assert {m: [r["concurrency"] for r in rows] for m, rows in batched.items()} == {
+        m: [1, 2] for m in ("ar", "domino", "ddtree", "dominotree")
+    }
+    assert all(r["equal_to_ar"] == 2 for rows in batched.values() for r in rows)
     assert (tmp_path / "summary.md").read_text().startswith("# GPU check: all stages passed")
