@@ -4,9 +4,10 @@ A batched round runs one ragged verify forward for every live row, as wide as it
 costs what a real one costs. Two choices per round, both from measured costs:
 
 - **Which rows draft** (before drafting, per sequence): a row drafts while its drafting rounds commit more
-  tokens per second of its own (its draft time plus its share of the verify) than a plain row does
-  (verify(B) / R seconds per token). Otherwise it decodes plainly (draft size 0) and tries
-  again after a pause that doubles while drafting keeps losing: one `DraftGate` per sequence.
+  tokens per second of its own (its measured draft time plus its share of the round's measured verify)
+  than its plain rounds do. Otherwise it decodes plainly (draft size 0) and tries
+  again after a pause that doubles while drafting keeps losing: one `DraftGate` per sequence, started from
+  the rates all rows measured so far (kept per decoder and concurrency, like the batch-1 decoder's gate).
 - **How wide the batch verifies**: one width W for the round. Each drafting row keeps the first W - 1 of its
   best-first drafts (every prefix is a valid draft), and W maximises the batch's expected committed tokens
   per second, sum over live rows of (1 + the row's first W - 1 acceptances) / (the round's draft seconds +
@@ -79,6 +80,7 @@ class BatchBudget:
         self.decoder, self.concurrency = decoder, concurrency
         self.layer_ids, self.drafter = decoder.layer_ids, decoder.drafter
         self.curve: VerifyCurve | None = decoder.batch_curves.get(concurrency)
+        self.rates = decoder.batch_gates.setdefault(concurrency, DraftGate())  # every row's rounds, kept across runs
 
     def prepare(self, prompt_tokens: int) -> VerifyCurve:
         """The batch verify curve (measured once per decoder and concurrency, before the first round)."""
@@ -96,7 +98,7 @@ class BatchBudget:
         """The row's full best-first draft (`Candidates`, sized by `settle`), or its plain round's empty
         draft when its gate says drafting does not pay (or nothing more can be emitted)."""
         if state.gate is None:
-            state.gate = DraftGate()
+            state.gate = self.new_gate()
         if state.gate.drafting():
             built = self.decoder.candidates(state)
             if built is not None:
@@ -108,6 +110,14 @@ class BatchBudget:
     def cost(self, tokens: int) -> float:
         """Seconds of a batch verify over `tokens` (rows x width) tokens, never 0."""
         return max(self.curve(tokens), 1e-9)
+
+    def new_gate(self) -> DraftGate:
+        """A new sequence's gate, starting from what every row's rounds measured so far at this concurrency:
+        paused when drafting has been losing (a short request would otherwise spend its first rounds
+        finding that out again)."""
+        r = self.rates
+        losing = r.draft_rate is not None and r.plain_rate is not None and r.draft_rate < r.plain_rate
+        return DraftGate(r.plain_rate, r.draft_rate, pause=r.next_pause if losing else 0, next_pause=r.next_pause)
 
     def settle(
         self, states: dict[int, DecodeState], drafts: dict[int, Any], draft_s: float, batch_rows: int
@@ -133,13 +143,22 @@ class BatchBudget:
         return settled, best_w
 
     def record(
-        self, state: DecodeState, drafted: bool, tokens: int, draft_s: float, rows: int, batch_rows: int, width: int
+        self,
+        state: DecodeState,
+        drafted: bool,
+        tokens: int,
+        draft_s: float,
+        verify_s: float,
+        rows: int,
+        batch_rows: int,
     ) -> None:
-        """Feed the row's gate: its tokens over its own seconds (its draft and its share, among `rows` live
-        rows, of the verify of `batch_rows` x `width`), against a plain row's share of a one-token verify."""
-        plain = self.cost(batch_rows) / rows
-        seconds = draft_s + self.cost(batch_rows * width) / rows if drafted else plain
-        state.gate.record(drafted, tokens, seconds, 1.0 / plain)
+        """Feed the row's gate (and the rates kept for new rows): its tokens over the seconds it took, its
+        own draft plus `verify_s`, its measured share of the round's verify (the forward over its `rows`
+        live rows, and its own judge and commit). Before a plain round was measured, a plain row is taken
+        to cost its share of a one-token verify of `batch_rows` rows."""
+        plain = 1.0 / (self.cost(batch_rows) / rows)
+        state.gate.record(drafted, tokens, draft_s + verify_s, plain)
+        self.rates.record(drafted, tokens, draft_s + verify_s, plain)
 
     def verify_window(self, state: DecodeState, draft: Any) -> VerifyWindow:
         return self.decoder.verify_window(state, draft)

@@ -177,11 +177,10 @@ class BatchedDecoder:
                 spent[r] = clock.now() - t0
         budget = rule if isinstance(rule, BatchBudget) else None
         drafted = {r: isinstance(d, Candidates) for r, d in drafts.items()}
-        width = 0
         if budget is not None:  # the round's width across the batch, then each row's kept prefix
             t0 = clock.now()
             states = {r: live[r].state for r in drafts}
-            drafts, width = budget.settle(states, drafts, sum(spent.values()), cache.batch)
+            drafts, _ = budget.settle(states, drafts, sum(spent.values()), cache.batch)
             share = (clock.now() - t0) / len(drafts)
             spent = {r: s + share for r, s in spent.items()}
         for r, draft in drafts.items():
@@ -207,7 +206,8 @@ class BatchedDecoder:
             t4 = clock.now()
             if budget is not None:
                 tokens = job.stats.accept_lengths[-1]
-                budget.record(state, drafted[r], tokens, spent[r], len(drafts), cache.batch, width)
+                share = forward_s / len(drafts) + t4 - t2
+                budget.record(state, drafted[r], tokens, spent[r], share, len(drafts), cache.batch)
             job.stats.verify_s += forward_s + t3 - t2  # the shared forward, then this row's acceptance rule
             job.stats.commit_s += t4 - t3
             if finished:

@@ -21,7 +21,7 @@ class _Decoder:
     layer_ids, drafter = [0], None
 
     def __init__(self, curve: VerifyCurve) -> None:
-        self.batch_curves = {2: curve}
+        self.batch_curves, self.batch_gates = {2: curve}, {}
 
     def keep(self, state, built, n):
         state.stats.draft_sizes.append(n)
@@ -62,11 +62,28 @@ def test_a_row_whose_drafts_do_not_pay_decodes_plainly_for_a_while():
     budget = BatchBudget(_Decoder(curve), 2)
     state = _state()
     state.gate = DraftGate()
-    budget.record(
-        state, True, 1, draft_s=0.050, rows=2, batch_rows=2, width=4
-    )  # 1 token in 56 ms against 200 tokens/s plain
+    budget.record(state, True, 1, draft_s=0.050, verify_s=0.006, rows=2, batch_rows=2)  # 1 token in 56 ms
+    # against a plain row's 200 tokens/s (its share of a 10 ms one-token verify of 2 rows)
     assert not state.gate.drafting() and state.gate.pause == 3
     other = _state()
     other.gate = DraftGate()
-    budget.record(other, True, 4, draft_s=0.002, rows=2, batch_rows=2, width=4)  # 4 tokens in 8 ms
+    budget.record(other, True, 4, draft_s=0.002, verify_s=0.006, rows=2, batch_rows=2)  # 4 tokens in 8 ms
     assert other.gate.drafting()
+
+
+def test_a_new_sequence_starts_from_what_earlier_rows_measured():
+    curve = VerifyCurve([2, 8], [0.010, 0.012], 16)
+    budget = BatchBudget(_Decoder(curve), 2)
+    assert budget.new_gate().drafting()  # nothing measured: draft
+    for _ in range(3):
+        budget.record(_with_gate(), False, 1, draft_s=0.0, verify_s=0.005, rows=2, batch_rows=2)
+        budget.record(_with_gate(), True, 1, draft_s=0.050, verify_s=0.006, rows=2, batch_rows=2)
+    fresh = budget.new_gate()
+    assert not fresh.drafting() and fresh.pause == budget.rates.next_pause - 1 > 0
+    assert BatchBudget(budget.decoder, 2).rates is budget.rates  # kept by the decoder across batched runs
+
+
+def _with_gate() -> DecodeState:
+    state = _state()
+    state.gate = DraftGate()
+    return state
