@@ -6,8 +6,9 @@ drafting, window, judging and commit are those of the batch-1 decoder it wraps (
 a fixed window / budget every row emits exactly the tokens, and verifies exactly the windows, of
 `decoder.generate` on its prompt alone. A cost-aware decoder (`auto`) sizes its drafts across the batch
 instead (`batch_budget.py`): each row's draft is a prefix of its batch-1 draft, and its output stays its
-batch-1 `ar` output. Only the target forward is shared: the rows' windows are stacked (`RaggedWindow.stack`), run in one
-`target.forward_ragged` on a `RaggedKVCache`, and each row judges its own logits. A row's `DecodeState`
+batch-1 `ar` output. Only the target forward is shared: the rows' windows are stacked
+(`RaggedWindow.stack`), run in one `target.forward_ragged` on a `RaggedKVCache`, and each row judges its
+own logits. A row's `DecodeState`
 holds a `RowCache` (its row of the ragged cache), so the decoder's own `commit` crops or compacts that row.
 
 Continuous batching: a finished row (stop token or token budget) is reset and refilled with the next waiting

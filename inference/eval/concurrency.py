@@ -74,8 +74,8 @@ def by_concurrency(results: dict[str, dict[str, dict[str, Any]]]) -> dict[str, d
     table: dict[str, dict[str, dict[int, dict[str, Any]]]] = {}
     for dataset, arms in results.items():
         for arm, s in arms.items():
-            method = arm.partition("@")[0]
-            table.setdefault(dataset, {}).setdefault(method, {})[s["concurrency"] or 1] = {k: s[k] for k in keys}
+            method, _, level = arm.partition("@")  # from the name: an arm whose prompts were all skipped has no records
+            table.setdefault(dataset, {}).setdefault(method, {})[int(level or 1)] = {k: s[k] for k in keys}
     return table
 
 
