@@ -3,11 +3,14 @@
 A batched round runs one ragged verify forward for every live row, as wide as its widest row: a pad column
 costs what a real one costs. Two choices per round, both from measured costs:
 
-- **Which rows draft** (before drafting, per sequence): a row drafts while its drafting rounds commit more
-  tokens per second of its own (its measured draft time plus its share of the round's measured verify)
-  than its plain rounds do. Otherwise it decodes plainly (draft size 0) and tries
-  again after a pause that doubles while drafting keeps losing: one `DraftGate` per sequence, started from
-  the rates all rows measured so far (kept per decoder and concurrency, like the batch-1 decoder's gate).
+- **Whether the batch drafts** (before drafting): the batch drafts while its drafting rounds commit more
+  tokens per second of wall time (every row's tokens over the whole round: the drafts, the verify, the
+  judging and commits) than its plain rounds do. Otherwise every row decodes plainly (draft size 0), and
+  drafting is tried again after a pause that doubles while it keeps losing: one `DraftGate` over whole
+  rounds, kept per decoder and concurrency across batched runs (as the batch-1 decoder keeps its own).
+  The gate is the batch's, not each row's: in a synchronous round every row waits for every draft and
+  pays for the widest window, so a row's drafting costs the others what a per-row rate cannot see, and a
+  plain row in a drafting round would measure the drafting rows' cost as its own.
 - **How wide the batch verifies**: one width W for the round. Each drafting row keeps the first W - 1 of its
   best-first drafts (every prefix is a valid draft), and W maximises the batch's expected committed tokens
   per second, sum over live rows of (1 + the row's first W - 1 acceptances) / (the round's draft seconds +
@@ -31,6 +34,7 @@ import torch
 
 from inference.decoding.cost_model import DEFAULT_WINDOWS, VerifyCurve
 from inference.decoding.draft_gate import DraftGate
+from inference.decoding.sampling import sample
 from inference.decoding.speculative import Candidates, DecodeState, SpeculativeDecoder, Verdict, VerifyWindow
 from inference.decoding.stats import GenerationStats
 from inference.targets.adapter import TargetModel
@@ -72,15 +76,26 @@ def measure_batch_curve(
     return VerifyCurve([rows * w for w in widths], seconds, prompt_tokens)
 
 
+class _PlainRound:
+    """A row's draft in a round the batch decodes plainly: the root alone, judged as `ar` judges its step."""
+
+
+PLAIN = _PlainRound()
+
+
 class BatchBudget:
-    """The row rule of a cost-aware decoder in a batch (see the module doc): `draft` is per row, `settle`
-    chooses the round's width over the drafted rows, `record` feeds each row's gate after the round."""
+    """The row rule of a cost-aware decoder in a batch (see the module doc): `start_round` asks the batch's
+    gate, `draft` is per row, `settle` chooses the round's width over the drafted rows, `end_round` feeds
+    the gate the round's tokens and seconds."""
 
     def __init__(self, decoder: SpeculativeDecoder, concurrency: int) -> None:
         self.decoder, self.concurrency = decoder, concurrency
         self.layer_ids, self.drafter = decoder.layer_ids, decoder.drafter
         self.curve: VerifyCurve | None = decoder.batch_curves.get(concurrency)
-        self.rates = decoder.batch_gates.setdefault(concurrency, DraftGate())  # every row's rounds, kept across runs
+        # Whole rounds, kept across runs. Its first round is plain, so that drafting is judged against a
+        # measured plain round (the curve's one-token cost leaves out the judge and commit of every row).
+        self.gate = decoder.batch_gates.setdefault(concurrency, DraftGate(pause=1))
+        self.drafting = True  # this round's gate decision (`start_round`)
 
     def prepare(self, prompt_tokens: int) -> VerifyCurve:
         """The batch verify curve (measured once per decoder and concurrency, before the first round)."""
@@ -94,30 +109,26 @@ class BatchBudget:
     def max_window(self) -> int:
         return self.decoder.max_window()
 
+    def start_round(self) -> None:
+        """Ask the batch's gate whether this round drafts (once per round, before any row drafts)."""
+        self.drafting = self.gate.drafting()
+
     def draft(self, state: DecodeState) -> Candidates | Any:
         """The row's full best-first draft (`Candidates`, sized by `settle`), or its plain round's empty
-        draft when its gate says drafting does not pay (or nothing more can be emitted)."""
-        if state.gate is None:
-            state.gate = self.new_gate()
-        if state.gate.drafting():
+        draft when nothing more can be emitted, or `PLAIN` when the batch's gate says drafting does not
+        pay: that row then runs `ar`'s step (the root alone, the target's own choice after it) without the
+        method's empty-draft machinery, so that a plain round costs what a batched `ar` round costs."""
+        if self.drafting:
             built = self.decoder.candidates(state)
-            if built is not None:
-                return built
-        else:
-            state.stats.plain_rounds += 1
-        return self.decoder.no_draft(state)
+            return built if built is not None else self.decoder.no_draft(state)
+        state.stats.plain_rounds += 1
+        state.stats.draft_sizes.append(0)
+        state.stats.predicted.append(1.0)
+        return PLAIN
 
     def cost(self, tokens: int) -> float:
         """Seconds of a batch verify over `tokens` (rows x width) tokens, never 0."""
         return max(self.curve(tokens), 1e-9)
-
-    def new_gate(self) -> DraftGate:
-        """A new sequence's gate, starting from what every row's rounds measured so far at this concurrency:
-        paused when drafting has been losing (a short request would otherwise spend its first rounds
-        finding that out again)."""
-        r = self.rates
-        losing = r.draft_rate is not None and r.plain_rate is not None and r.draft_rate < r.plain_rate
-        return DraftGate(r.plain_rate, r.draft_rate, pause=r.next_pause if losing else 0, next_pause=r.next_pause)
 
     def settle(
         self, states: dict[int, DecodeState], drafts: dict[int, Any], draft_s: float, batch_rows: int
@@ -142,28 +153,21 @@ class BatchBudget:
             settled[r] = self.decoder.keep(states[r], b, min(best_w - 1, len(b.gains)))
         return settled, best_w
 
-    def record(
-        self,
-        state: DecodeState,
-        drafted: bool,
-        tokens: int,
-        draft_s: float,
-        verify_s: float,
-        rows: int,
-        batch_rows: int,
-    ) -> None:
-        """Feed the row's gate (and the rates kept for new rows): its tokens over the seconds it took, its
-        own draft plus `verify_s`, its measured share of the round's verify (the forward over its `rows`
-        live rows, and its own judge and commit). Before a plain round was measured, a plain row is taken
-        to cost its share of a one-token verify of `batch_rows` rows."""
-        plain = 1.0 / (self.cost(batch_rows) / rows)
-        state.gate.record(drafted, tokens, draft_s + verify_s, plain)
-        self.rates.record(drafted, tokens, draft_s + verify_s, plain)
+    def end_round(self, drafted: bool, tokens: int, seconds: float, rows: int, batch_rows: int) -> None:
+        """Feed the gate one round: `tokens` committed by its `rows` live rows in `seconds` of wall time
+        (drafts, the forward, every judge and commit), `drafted` when any row drafted. Before a plain round
+        was measured, plain decoding is taken to commit `rows` tokens per one-token verify of `batch_rows`."""
+        self.gate.record(drafted, tokens, seconds, rows / self.cost(batch_rows))
 
     def verify_window(self, state: DecodeState, draft: Any) -> VerifyWindow:
+        if draft is PLAIN:
+            return VerifyWindow(state.root.view(1, 1))
         return self.decoder.verify_window(state, draft)
 
     def judge(self, state: DecodeState, draft: Any, logits: torch.Tensor, features: torch.Tensor | None) -> Verdict:
+        if draft is PLAIN:
+            token = sample(logits[:1], self.decoder.sampling, state.generator)
+            return Verdict(tokens=token.tolist(), features=features, logits=logits[:1])
         return self.decoder.judge(state, draft, logits, features)
 
     def commit(

@@ -20,6 +20,12 @@ ragged target forward of width W = the widest window this round (each row pays W
 cache writes, pad columns included) over a span of max(row length) + W. Prefills of refills add one ragged
 forward of width = the longest refill prompt. Needs the target's lean engine (`forward_ragged`).
 
+The lossless check: given each prompt's reference output (its batch-1 `ar` tokens, greedy), a row compares
+what it commits with the reference and, at the first token that differs, keeps the logits row that chose
+it with the forward's shape (`LogitsProbe`: the row's window width, the batch's rows and padded width):
+`Generation.probe`. A batched run cannot be replayed at batch 1 (its forwards have other shapes, so they
+round otherwise), and this costs nothing where the outputs agree.
+
 Stats: `accept_lengths`, `draft_sizes`, `plain_rounds`, `own_argmax_violations`, the tree walk's step
 counters and token counts are filled as batch 1 fills them. Times are wall times of the shared loop:
 `draft_s` / `commit_s` are the row's own, `verify_s` the shared forwards it waited for, `prefill_s` the
@@ -40,6 +46,7 @@ from inference.decoding.ar import ARDecoder
 from inference.decoding.batch_budget import BatchBudget
 from inference.decoding.batched_rules import row_rule
 from inference.decoding.generation import Generation
+from inference.decoding.logits_probe import LogitsProbe
 from inference.decoding.sampling import sample
 from inference.decoding.speculative import Candidates, DecodeState, SpeculativeDecoder, VerifyWindow
 from inference.decoding.stats import GenerationStats
@@ -59,6 +66,8 @@ class _Job:
     stats: GenerationStats | None = None
     reason: str = "length"
     first: float = 0.0  # clock time of its first token (decode_s starts there)
+    reference: list[int] | None = None  # the lossless check's expected output (module doc)
+    probe: LogitsProbe | None = None  # the logits at its first token that differs from `reference`
 
 
 @dataclass
@@ -91,18 +100,23 @@ class BatchedDecoder:
         prompts: Sequence[list[int] | torch.Tensor],
         max_new_tokens: int | Sequence[int],
         generators: Sequence[torch.Generator | None] | None = None,
+        references: Sequence[list[int] | None] | None = None,
     ) -> list[Generation]:
         """One `Generation` per prompt, in input order, each what `decoder.generate(prompt, max_new_tokens,
-        generator)` returns alone (`max_new_tokens` and `generators` per prompt or one for all)."""
+        generator)` returns alone (`max_new_tokens` and `generators` per prompt or one for all).
+        `references`: each prompt's expected output (None: none), for the lossless check (module doc)."""
         n = len(prompts)
         limits = [max_new_tokens] * n if isinstance(max_new_tokens, int) else list(max_new_tokens)
         gens = [None] * n if generators is None else list(generators)
-        if len(limits) != n or len(gens) != n:
-            raise ValueError(f"{n} prompts but {len(limits)} max_new_tokens and {len(gens)} generators")
+        expected = [None] * n if references is None else list(references)
+        if len(limits) != n or len(gens) != n or len(expected) != n:
+            raise ValueError(
+                f"{n} prompts but {len(limits)} max_new_tokens, {len(gens)} generators and {len(expected)} references"
+            )
         jobs = []
         for i, (prompt, limit, gen) in enumerate(zip(prompts, limits, gens, strict=True)):
             ids = self.decoder.prompt_tensor(prompt)[0]
-            jobs.append(_Job(i, ids, self.decoder.token_budget(ids.numel(), limit), gen))
+            jobs.append(_Job(i, ids, self.decoder.token_budget(ids.numel(), limit), gen, reference=expected[i]))
         if not jobs:
             return []
         if isinstance(self.rule, BatchBudget):  # before the clock starts: measuring is not decoding
@@ -119,7 +133,7 @@ class BatchedDecoder:
                 break
             self._round(cache, live)
         return [
-            Generation(tokens=job.tokens, finish_reason=job.reason, stats=job.stats)  # type: ignore[arg-type]
+            Generation(tokens=job.tokens, finish_reason=job.reason, stats=job.stats, probe=job.probe)  # type: ignore[arg-type]
             for job in jobs
         ]
 
@@ -136,19 +150,28 @@ class BatchedDecoder:
             t0 = clock.now()
             prompts = [starts[r].ids if r in starts else None for r in range(len(live))]
             out = self.target.prefill_ragged(prompts, cache, layer_ids=rule.layer_ids)
+            width = max(job.ids.numel() for job in starts.values())
             for r, job in starts.items():
-                live[r] = self._start(cache, r, job, out.logits[r, 0], out.features, t0)
+                live[r] = self._start(cache, r, job, out.logits[r, 0], out.features, t0, width)
 
     def _start(
-        self, cache: RaggedKVCache, r: int, job: _Job, logits: torch.Tensor, features: torch.Tensor | None, t0: float
+        self,
+        cache: RaggedKVCache,
+        r: int,
+        job: _Job,
+        logits: torch.Tensor,
+        features: torch.Tensor | None,
+        t0: float,
+        width: int,
     ) -> _Row | None:
-        """Sample the job's first token from its prompt's last logits and build its decode state (None:
-        the job is already done)."""
+        """Sample the job's first token from its prompt's last logits (of a `width`-column prefill) and
+        build its decode state (None: the job is already done)."""
         decoder, clock = self.decoder, self.decoder.clock
         prompt_len = job.ids.numel()
         job.stats = stats = GenerationStats(prompt_tokens=prompt_len)
         root = sample(logits.unsqueeze(0), decoder.sampling, job.generator)
         job.tokens = [root.item()]
+        self._watch(job, 0, logits.unsqueeze(0), [prompt_len - 1], prompt_len, cache.batch, width)
         job.reason = "stop" if job.tokens[0] in decoder.stop_token_ids else "length"
         if job.reason == "stop" or job.budget == 1:
             stats.prefill_s = clock.now() - t0
@@ -168,6 +191,10 @@ class BatchedDecoder:
         """One round: every live row drafts and gives its window, one ragged forward, every row judges and
         commits; rows without a window are cropped back, finished rows are freed."""
         clock, rule = self.decoder.clock, self.rule
+        budget = rule if isinstance(rule, BatchBudget) else None
+        start = clock.now()
+        if budget is not None:
+            budget.start_round()
         drafts: dict[int, object] = {}
         spent: dict[int, float] = {}  # each row's draft seconds this round
         windows: list[VerifyWindow | None] = [None] * len(live)
@@ -176,8 +203,7 @@ class BatchedDecoder:
                 t0 = clock.now()
                 drafts[r] = rule.draft(row.state)
                 spent[r] = clock.now() - t0
-        budget = rule if isinstance(rule, BatchBudget) else None
-        drafted = {r: isinstance(d, Candidates) for r, d in drafts.items()}
+        drafted = any(isinstance(d, Candidates) for d in drafts.values())
         if budget is not None:  # the round's width across the batch, then each row's kept prefix
             t0 = clock.now()
             states = {r: live[r].state for r in drafts}
@@ -193,6 +219,7 @@ class BatchedDecoder:
         batch = RaggedWindow.stack(windows, self.pad_id, cache.keys.device)
         out = self.target.forward_ragged(batch, cache, layer_ids=rule.layer_ids)
         forward_s = clock.now() - t1
+        committed = 0  # tokens every row committed this round
         for r, row in enumerate(live):
             if row is None:
                 cache.crop(r, before[r])  # every row grew by W
@@ -203,12 +230,13 @@ class BatchedDecoder:
             features = None if out.features is None else out.features[r : r + 1, :n]
             verdict = rule.judge(state, drafts[r], out.logits[r, :n], features)
             t3 = clock.now()
+            emitted = len(job.tokens)
             finished, stopped = rule.commit(state, verdict, job.tokens, job.stats)
             t4 = clock.now()
-            if budget is not None:
-                tokens = job.stats.accept_lengths[-1]
-                share = forward_s / len(drafts) + t4 - t2
-                budget.record(state, drafted[r], tokens, spent[r], share, len(drafts), cache.batch)
+            if job.reference is not None and job.probe is None and (rows := verdict.rows()) is not None:
+                keep = list(range(rows.shape[0])) if verdict.keep is None else verdict.keep.tolist()
+                self._watch(job, emitted, rows, keep, n, cache.batch, batch.width)
+            committed += job.stats.accept_lengths[-1]
             job.stats.verify_s += forward_s + t3 - t2  # the shared forward, then this row's acceptance rule
             job.stats.commit_s += t4 - t3
             if finished:
@@ -217,3 +245,22 @@ class BatchedDecoder:
                 job.stats.output_tokens = len(job.tokens)
                 cache.reset(r)
                 live[r] = None
+        if budget is not None:
+            budget.end_round(drafted, committed, clock.now() - start, len(drafts), cache.batch)
+
+    @staticmethod
+    def _watch(
+        job: _Job, first: int, rows: torch.Tensor, window_rows: list[int], width: int, batch_rows: int, columns: int
+    ) -> None:
+        """The lossless check's capture (module doc): where the tokens the job just committed from
+        first on (chosen by `rows`, rows `window_rows` of a `width`-token window in a `batch_rows` x
+        `columns` forward) first differ from its reference, keep that logits row once."""
+        if job.reference is None or job.probe is not None:
+            return
+        for q in range(first, len(job.tokens)):
+            if q >= len(job.reference):
+                return  # the reference ended first: nothing to compare logits with
+            if job.tokens[q] != job.reference[q]:
+                job.probe = LogitsProbe(q, batch_rows=batch_rows, batch_width=columns)
+                job.probe.observe(first, rows, width, window_rows)
+                return

@@ -30,6 +30,7 @@ class Generation:
     finish_reason: str  # "stop" (a stop token) or "length" (max_new_tokens or the context limit)
     stats: GenerationStats
     text: str | None = None  # filled by `inference.generate` when the target has a tokenizer
+    probe: LogitsProbe | None = None  # a batched run given references: the logits where it first parted
 
 
 def take_until_stop(tokens: list[int], stop_token_ids: frozenset[int], limit: int) -> tuple[list[int], bool]:

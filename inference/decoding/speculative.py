@@ -11,7 +11,9 @@ commit split. Chains keep a prefix of the verified window; a tree verifier retur
 window indices of its accepted path, and the same commit compacts instead of cropping.
 
 Invariant between rounds: the target cache and the draft cache both hold exactly the prompt plus every
-committed token except the last one (`state.root`), which is the first input of the next round.
+committed token except the last one (`state.root`), which is the first input of the next round. The draft
+cache may hold the newest of them as waiting features (`DraftKVCache.pending`): a commit defers their
+projection to the next draft, so that rounds that decode plainly pay nothing for a drafter they do not use.
 """
 
 from __future__ import annotations
@@ -47,7 +49,6 @@ class DecodeState:
     generator: torch.Generator | None
     stats: GenerationStats  # methods may record a finer split of their draft stage here
     forced_size: int | None = None  # a replayed round: verify exactly this many drafts (see `schedule`)
-    gate: DraftGate | None = None  # a cost-aware row of a batch: its own gate (`batch_budget.py`)
 
 
 @dataclass
@@ -107,7 +108,7 @@ class SpeculativeDecoder(Decoder):
         self.verify_curve: VerifyCurve | None = None  # `measure_costs`, before a cost-aware decoder's first round
         self.gate = DraftGate()  # cost-aware decoders: plain rounds while drafting does not pay (draft_gate.py)
         self.batch_curves: dict[int, VerifyCurve] = {}  # concurrency -> batch verify curve (`batch_budget.py`)
-        self.batch_gates: dict[int, DraftGate] = {}  # concurrency -> the rates of every batched row's rounds
+        self.batch_gates: dict[int, DraftGate] = {}  # concurrency -> the batch's gate over whole rounds
         # A replay (the lossless check) of a cost-aware generation: its rounds' draft sizes
         # (`stats.draft_sizes`), so that timing-driven choices verify the same windows again.
         self.schedule: list[int] | None = None
@@ -250,7 +251,7 @@ class SpeculativeDecoder(Decoder):
         else:
             self.target.compact_cache(state.target_cache, state.length, verdict.keep)
             features = verdict.features.index_select(1, verdict.keep.to(verdict.features.device))
-        self.drafter.append_context(state.draft_cache, features)
+        self.drafter.append_context(state.draft_cache, features, defer=True)  # projected when next drafted from
         state.length += kept
         state.root = torch.tensor(emit[-1:], dtype=torch.long, device=state.root.device)
         return False, False

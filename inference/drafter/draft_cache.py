@@ -4,6 +4,11 @@ Each decoding round the drafter sees the features of the tokens committed since 
 draft layer projects them with its own k_proj / v_proj once and they are appended here. The block's own
 K/V are used inside the forward and never stored, so nothing needs cropping after a round. Buffers are
 preallocated (and grown by doubling) so that their storage stays put between rounds.
+
+Features may also wait in `pending` (`DominoDrafter.append_context(..., defer=True)`), projected together
+the next time the drafter reads the cache: a round that decodes plainly (a cost-aware decoder that found
+drafting does not pay) then pays no projection, and the next drafting round projects every waiting
+position in one call. `length` counts projected positions only.
 """
 
 from __future__ import annotations
@@ -26,6 +31,7 @@ class DraftKVCache:
         self.keys = [torch.empty(shape, dtype=dtype, device=device) for _ in range(num_layers)]
         self.values = [torch.empty(shape, dtype=dtype, device=device) for _ in range(num_layers)]
         self.length = 0
+        self.pending: list[torch.Tensor] = []  # features [b, n, K*H] appended but not projected yet
 
     @property
     def capacity(self) -> int:
@@ -55,6 +61,8 @@ class DraftKVCache:
         return self.keys[i][:, :, : self.length], self.values[i][:, :, : self.length]
 
     def crop(self, length: int) -> None:
+        if self.pending:
+            raise ValueError("the draft cache has features waiting: DominoDrafter.flush_context(cache) first")
         if not 0 <= length <= self.length:
             raise ValueError(f"cannot crop a draft cache of length {self.length} to {length}")
         self.length = length

@@ -168,15 +168,33 @@ class DominoDrafter(nn.Module):
             c.num_hidden_layers, batch_size, c.num_key_value_heads, c.head_dim, capacity, p.dtype, p.device
         )
 
-    def append_context(self, cache: DraftKVCache, features: torch.Tensor) -> None:
-        """Project the features [b, n, K*H] of n newly committed positions into the draft cache."""
+    def append_context(self, cache: DraftKVCache, features: torch.Tensor, defer: bool = False) -> None:
+        """Project the features [b, n, K*H] of n newly committed positions into the draft cache; `defer`:
+        keep a copy in `cache.pending` instead, projected with any others waiting when the drafter next
+        reads the cache (`draft_block`, `flush_context`)."""
+        if defer:
+            cache.pending.append(features.clone())
+            return
+        self.flush_context(cache)
+        self._project_context(cache, features)
+
+    def flush_context(self, cache: DraftKVCache) -> None:
+        """Project the features waiting in `cache.pending`, in the order they were appended, in one call."""
+        if cache.pending:
+            waiting = cache.pending[0] if len(cache.pending) == 1 else torch.cat(cache.pending, dim=1)
+            cache.pending = []
+            self._project_context(cache, waiting)
+
+    def _project_context(self, cache: DraftKVCache, features: torch.Tensor) -> None:
         b, n, _ = features.shape
         positions = torch.arange(cache.length, cache.length + n, device=features.device).expand(b, n)
         fused = self.backbone.fuse(features.to(self.backbone.fc.weight.dtype))
         cache.extend(self.backbone.context_kv(fused, positions))
 
     def draft_block(self, cache: DraftKVCache, root_ids: torch.Tensor) -> torch.Tensor:
-        """Hidden states [b, B, H] of the block `[root, MASK x (B-1)]` placed right after the cached context."""
+        """Hidden states [b, B, H] of the block `[root, MASK x (B-1)]` placed right after the cached context
+        (its waiting features projected first)."""
+        self.flush_context(cache)
         b, bs = root_ids.shape[0], self.config.block_size
         block_ids = torch.full((b, bs), self.config.mask_token_id, device=root_ids.device)
         block_ids[:, 0] = root_ids

@@ -10,7 +10,9 @@ history, the same for every method: the batch-1 run's first method's reply where
 concurrency 1 (so every arm of the run sees identical prompts), else this concurrency's first method's.
 Generation i draws from the generator seeded as in the batch-1 loop (`inference.eval.loop`), so at T > 0
 every sequence samples what it samples alone. Greedy runs with `ar` then check each prompt's outputs
-against the reference `ar` (`loop.check_divergences`).
+against its batch-1 `ar` output (`loop.check_divergences`; `inference.eval.datasets` decodes batch-1 `ar`
+for a greedy run). Each batched run is given those outputs, so that a row that parts from its reference
+keeps the logits there (`BatchedDecoder`): the proof's evidence.
 """
 
 from __future__ import annotations
@@ -57,6 +59,8 @@ def run_dataset_batched(
         first_index[prompt.id] = index
         index += len(prompt.turns[:max_turns])
     first = next(iter(decoders))
+    checking = bool(noise_window) and "ar" in decoders
+    expected = {(r.prompt_id, r.turn): r for r in reference or [] if r.method == "ar" and not r.skipped}
     replies = {(r.prompt_id, r.turn): r.text for r in reference or [] if r.method == first and not r.skipped}
     messages: dict[str, list[dict[str, str]]] = {p.id: [] for p in prompts}
     turn_ids: dict[tuple[str, int], list[int]] = {}
@@ -82,22 +86,14 @@ def run_dataset_batched(
                     max_new_tokens,
                     concurrency,
                     seed,
+                    _references(expected, live, turn) if checking else None,
                 )
                 fresh.append(unit)
             records += unit
             if method == first:
                 replies = {(r.prompt_id, r.turn): r.text for r in unit if not r.skipped} | replies
-        if noise_window and fresh:
-            this_turn = [r for r in records if r.turn == turn]
-            _check(
-                [r for unit in fresh for r in unit],
-                this_turn,
-                reference,
-                turn_ids,
-                decoders,
-                max_new_tokens,
-                noise_window,
-            )
+        if checking and fresh:
+            _check([r for unit in fresh for r in unit], expected, turn_ids, decoders, max_new_tokens, noise_window)
         for unit in fresh:
             if on_records is not None:
                 on_records(unit)
@@ -121,9 +117,11 @@ def _decode_unit(
     max_new_tokens: int,
     concurrency: int,
     seed: int,
+    references: Mapping[str, list[int]] | None = None,
 ) -> list[Record]:
     """One method over every prompt's turn `turn` in one batched run; a prompt too long for the context gets
-    a skipped record, as in the batch-1 loop."""
+    a skipped record, as in the batch-1 loop. `references`: prompt id -> its batch-1 `ar` output, which the
+    run compares its rows with (each record's `probe`)."""
     records, fits = [], []
     for p in prompts:
         try:
@@ -138,7 +136,8 @@ def _decode_unit(
     batched = BatchedDecoder(decoder, concurrency)
     generators = [generation_generator(target, seed, first_index[p.id] + turn) for p in fits]
     start = time.perf_counter()
-    gens = batched.generate([turn_ids[(p.id, turn)] for p in fits], max_new_tokens, generators)
+    expected = [(references or {}).get(p.id) for p in fits]
+    gens = batched.generate([turn_ids[(p.id, turn)] for p in fits], max_new_tokens, generators, expected)
     batch = {"id": f"{method}/turn{turn}", "wall_s": time.perf_counter() - start}
     for p, gen in zip(fits, gens, strict=True):
         text = target.tokenizer.decode(gen.tokens, skip_special_tokens=True)
@@ -154,6 +153,7 @@ def _decode_unit(
                 text,
                 concurrency=concurrency,
                 batch=batch,
+                probe=gen.probe,
             )
         )
     tokens = sum(len(g.tokens) for g in gens)
@@ -171,21 +171,25 @@ def _decode_unit(
     return records
 
 
+def _references(
+    expected: Mapping[tuple[str, int], Record], prompts: list[BenchmarkPrompt], turn: int
+) -> dict[str, list[int]]:
+    """Prompt id -> its batch-1 `ar` output at `turn`, for the prompts that have one."""
+    return {p.id: expected[(p.id, turn)].tokens for p in prompts if (p.id, turn) in expected}
+
+
 def _check(
     fresh: list[Record],
-    this_turn: list[Record],
-    reference: list[Record] | None,
+    expected: Mapping[tuple[str, int], Record],
     turn_ids: Mapping[tuple[str, int], list[int]],
     decoders: Mapping[str, Decoder],
     max_new_tokens: int,
     window: int,
 ) -> None:
-    """The newly decoded records of one turn against their prompt's reference `ar`: the batch-1 run's where
-    there is one, else this concurrency's (its noise measured there, once)."""
-    batch1_ar = {r.prompt_id: r for r in reference or [] if r.method == "ar" and r.turn == this_turn[0].turn}
-    batched_ar = {r.prompt_id: r for r in this_turn if r.method == "ar"}
+    """The newly decoded records of one turn against their prompt's batch-1 `ar` (its noise measured there,
+    once), each with the logits its batched run captured."""
     for r in fresh:
-        ar = batch1_ar.get(r.prompt_id) or batched_ar.get(r.prompt_id)
+        ar = expected.get((r.prompt_id, r.turn))
         if ar is None or r.skipped:
             continue
         ids = {r.turn: turn_ids[(r.prompt_id, r.turn)]}

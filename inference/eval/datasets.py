@@ -33,12 +33,17 @@ def run_benchmarks(
 ) -> list[Record]:
     """Every set decoded by every method at every concurrency of `cfg.concurrency` (batch 1 first, prompt
     by prompt; above 1 `inference.eval.batched_loop`); `previous` = the records a resumed run holds,
-    `on_records` gets each newly finished piece of work's records."""
+    `on_records` gets each newly finished piece of work's records. A greedy run above concurrency 1 alone
+    (`noise_window` set) decodes `ar` at batch 1 too: the lossless check's reference, reported as the
+    `ar` arm."""
     records = []
+    levels = concurrency_levels(cfg.concurrency)
+    if noise_window and "ar" in decoders and 1 not in levels:
+        levels = [1, *levels]
     for name, prompts in benchmarks.items():
         mine = [r for r in previous if r.dataset == name]
         batch1: list[Record] = []
-        for level in concurrency_levels(cfg.concurrency):
+        for level in levels:
             held = [r for r in mine if r.concurrency == level]
             if level == 1:
                 by_prompt: dict[str, list[Record]] = {}
@@ -47,7 +52,7 @@ def run_benchmarks(
                 batch1 = run_dataset(
                     name,
                     prompts,
-                    decoders,
+                    decoders if 1 in concurrency_levels(cfg.concurrency) else {"ar": decoders["ar"]},
                     target,
                     cfg.max_new_tokens,
                     cfg.seed,

@@ -8,14 +8,19 @@ A lossless greedy method commits, at every position, the argmax of the target's 
   parts from `ar`'s: it catches acceptance bugs that happen not to change this output.
 - **At a divergence, both sides' own numbers.** In floating point a k-token verify and k one-token steps
   round differently, so where the target's two best tokens are close either may win. Where a method's
-  output first parts from `ar`'s (position p), the method's generation is replayed with a `LogitsProbe`
-  at p (decoding is deterministic within a process, and the replay must commit the same tokens) and so
-  is `ar`'s step at p. The divergence is `numerical` only if
+  output first parts from `ar`'s (position p), the method's logits at p are taken from its own verify
+  forward: a batch-1 generation is replayed with a `LogitsProbe` at p (decoding is deterministic within
+  a process, and the replay must commit the same tokens); a batched run captured them as it committed
+  (`BatchedDecoder`, given `ar`'s output). `ar`'s one-token logits at p and the positions around it come
+  from a replay of `ar`. The divergence is `numerical` only if
   (a) the method's token is the argmax of its verify logits at p (`method_margin` >= 0),
   (b) `ar`'s token is the argmax of `ar`'s logits at p (`ar_margin` >= 0), and
   (c) the method's logit vector is as close to `ar`'s as rounding allows: its largest difference from
-      `ar`'s (`distance`) is at most `DISTANCE_FACTOR` x that of a plain forward of the same width over
-      `ar`'s own tokens (no tree mask, no compaction: `reference_distance`), plus `DISTANCE_SLACK`.
+      `ar`'s (`distance`) is at most `DISTANCE_FACTOR` x that of a plain forward of the same shape over
+      `ar`'s own tokens (`reference_distance`), plus `DISTANCE_SLACK`. The plain forward has the method's
+      width (and, for a batched row, the batch's rows and padded width), no tree mask, no compaction, a
+      freshly prefilled cache; its rounding is measured at every output position it predicts (the
+      largest, so that one lucky row does not set the scale).
   A wrong mask, position id or cache row moves logits far more than rounding and fails (c). Otherwise,
   and whenever one side ended while the other went on, or a record is missing, it is `algorithmic`.
 `lossless` means no algorithmic generation. The noise floor (the largest change of a logit gap between one
@@ -32,6 +37,17 @@ import torch
 from inference.decoding.generation import Decoder
 from inference.decoding.logits_probe import LogitsProbe
 from inference.targets.adapter import TargetModel
+from inference.targets.ragged_window import RaggedWindow
+
+
+@dataclass
+class _Plain:
+    """A causal window of tokens (`RaggedWindow.stack`'s row)."""
+
+    ids: torch.Tensor
+    depths: torch.Tensor | None = None
+    visible: torch.Tensor | None = None
+
 
 EXACT, NUMERICAL, ALGORITHMIC = "exact", "numerical", "algorithmic"
 DIVERGENCE_CLASSES = (EXACT, NUMERICAL, ALGORITHMIC)
@@ -76,15 +92,15 @@ def prove_divergence(
     tokens: list[int],
     max_new_tokens: int,
     draft_sizes: list[int] | None = None,
+    captured: LogitsProbe | None = None,
     batched: bool = False,
 ) -> Divergence | None:
-    """The proven `Divergence` of `method`'s `tokens` from `ar`'s `reference` (None when they are equal):
-    both generations are replayed with a probe at the first differing position (see the module doc);
-    `draft_sizes`: the method's rounds' draft sizes (`stats.draft_sizes`), replayed when the method is
-    cost-aware (its sizes follow timings, so a replay must be told them to verify the same windows).
-    `batched`: `tokens` came from a batched run (`BatchedDecoder`); the replay runs at batch 1, so it proves
-    only a divergence the batch-1 decoder reproduces, and any other stays algorithmic."""
-    schedule = draft_sizes if getattr(method, "cost_aware", False) else None
+    """The proven `Divergence` of `method`'s `tokens` from `ar`'s `reference` (None when they are equal;
+    see the module doc). `draft_sizes`: the method's rounds' draft sizes (`stats.draft_sizes`), replayed
+    when the method is cost-aware (its sizes follow timings, so a replay must be told them to verify the
+    same windows). `captured`: the method's logits at the divergence as a batched run captured them
+    (`BatchedDecoder.generate(..., references=)`), used instead of a replay; a `batched` generation
+    without one stays algorithmic (a batch-1 replay would not run its forwards' shapes)."""
     p = first_difference(reference, tokens)
     if p is None:
         return None
@@ -92,16 +108,26 @@ def prove_divergence(
     b = tokens[p] if p < len(tokens) else None
     if a is None or b is None:
         return Divergence(p, a, b, reason="one output ended while the other went on")
-    mine, replayed = _replay(method, prompt_ids, max_new_tokens, p, schedule)
-    if replayed != tokens:
-        why = (
-            "a batch-1 replay commits other tokens than the batched run" if batched else "decoding is not deterministic"
-        )
-        return Divergence(p, a, b, reason=f"the replay committed other tokens: {why}")
-    theirs, _ = _replay(ar, prompt_ids, p + 1, p)
-    if mine.logits is None or theirs.logits is None:
+    if batched and captured is None:
+        return Divergence(p, a, b, reason="the batched run captured no logits at the divergence")
+    if captured is not None:
+        mine = captured
+        if mine.position != p or mine.logits is None:
+            return Divergence(p, a, b, reason=f"the batched run captured position {mine.position}, not {p}")
+    else:
+        schedule = draft_sizes if getattr(method, "cost_aware", False) else None
+        mine, replayed = _replay(method, prompt_ids, max_new_tokens, p, schedule)
+        if replayed != tokens:
+            return Divergence(p, a, b, reason="the replay committed other tokens: decoding is not deterministic")
+    if mine.logits is None:
         return Divergence(p, a, b, reason="the decoder reported no logits at the divergence")
-    plain = _plain_row(method.target, prompt_ids + reference, len(prompt_ids) + p - 1, mine.width, mine.row)
+    sequence = prompt_ids + reference
+    plain, start = _plain_rows(method.target, sequence, len(prompt_ids) + p - 1, mine, prefill=p == 0)
+    first = start + 1 - len(prompt_ids)  # the output index the plain forward's first row predicts
+    outputs = [q for q in range(first, first + plain.shape[0]) if 0 <= q < len(reference)]
+    theirs, _ = _replay(ar, prompt_ids, max(outputs) + 1, p, around=range(outputs[0], outputs[-1] + 1))
+    if theirs.logits is None:
+        return Divergence(p, a, b, reason="ar reported no logits at the divergence")
     found = Divergence(
         p,
         a,
@@ -109,7 +135,7 @@ def prove_divergence(
         method_margin=(mine.logits[b] - mine.logits[a]).item(),
         ar_margin=(theirs.logits[a] - theirs.logits[b]).item(),
         distance=(mine.logits - theirs.logits).abs().max().item(),
-        reference_distance=(plain - theirs.logits).abs().max().item(),
+        reference_distance=max((plain[q - first] - theirs.rows[q]).abs().max().item() for q in outputs),
         width=mine.width,
     )
     allowed = DISTANCE_FACTOR * found.reference_distance + DISTANCE_SLACK
@@ -125,10 +151,16 @@ def prove_divergence(
 
 
 def _replay(
-    decoder: Decoder, prompt_ids: list[int], max_new_tokens: int, position: int, schedule: list[int] | None = None
+    decoder: Decoder,
+    prompt_ids: list[int],
+    max_new_tokens: int,
+    position: int,
+    schedule: list[int] | None = None,
+    around: range | None = None,
 ) -> tuple[LogitsProbe, list[int]]:
-    """Generate again with a probe at `position` (and the rounds' draft sizes): the probe and the tokens."""
-    decoder.probe = probe = LogitsProbe(position)
+    """Generate again with a probe at `position` (and the output indices `around`) and the rounds' draft
+    sizes: the probe and the tokens."""
+    decoder.probe = probe = LogitsProbe(position, around)
     if schedule is not None:
         decoder.schedule = schedule
     try:
@@ -141,16 +173,45 @@ def _replay(
 
 
 @torch.inference_mode()
-def _plain_row(target: TargetModel, sequence: list[int], index: int, width: int, row: int) -> torch.Tensor:
-    """The logits after `sequence[index]` from a plain `width`-token forward in which that token sits at
-    `row` (clamped to the sequence), over a cache of everything before the forward."""
-    start = max(index - min(row, width - 1), 0)
-    ids = torch.tensor([sequence], device=target.device)
-    cache = target.new_cache()
-    if start:
-        target(ids[:, :start], cache=cache, last_logits_only=True)
-    out = target(ids[:, start : start + width], cache=cache).logits[0]
-    return out[index - start].float().cpu()
+def _plain_rows(
+    target: TargetModel,
+    sequence: list[int],
+    index: int,
+    probe: LogitsProbe,
+    prefill: bool = False,
+) -> tuple[torch.Tensor, int]:
+    """The logits [n, V] of a plain forward of the probe's shape over `sequence` in which `sequence[index]`
+    sits at row `probe.row` (clamped to the sequence), over a freshly prefilled cache of everything before
+    it, and the index in `sequence` of its first row. The shape: `probe.width` tokens, in a ragged forward
+    of `probe.batch_rows` x `probe.batch_width` (the other rows padding) when the probe came from a batch.
+    `prefill`: the probe's logits came from a prefill (output 0): the plain forward is the prompt's prefill,
+    the last row's logits only, as a prefill computes them."""
+    rows, ids = probe.batch_rows, torch.tensor(sequence, device=target.device)
+    columns = probe.batch_width or probe.width or 1
+    if prefill:
+        prompt = ids[: index + 1]
+        if rows == 1:
+            logits = target(prompt[None], cache=target.new_cache(), last_logits_only=True).logits[0, -1:]
+            return logits.float().cpu(), index
+        # A second row as wide as the probe's prefill (any ids) gives the forward its width.
+        widest = torch.zeros(columns, dtype=torch.long, device=target.device) if columns > prompt.numel() else None
+        out = target.prefill_ragged([prompt, widest, *[None] * (rows - 2)], target.new_ragged_cache(rows, columns + 1))
+        return out.logits[0, -1:].float().cpu(), index
+    width = probe.width or 1
+    start = max(index - min(probe.row or 0, width - 1), 0)
+    window = ids[start : start + width]
+    if rows == 1 and columns <= window.numel():
+        cache = target.new_cache()
+        if start:
+            target(ids[None, :start], cache=cache, last_logits_only=True)
+        logits = target(window[None], cache=cache).logits[0]
+    else:
+        cache = target.new_ragged_cache(rows, capacity=start + columns + 1)
+        if start:
+            target.prefill_ragged([ids[:start]] + [None] * (rows - 1), cache)
+        batch = RaggedWindow.stack([_Plain(window)] + [None] * (rows - 1), 0, target.device, width=columns)
+        logits = target.forward_ragged(batch, cache).logits[0, : window.numel()]
+    return logits.float().cpu(), start
 
 
 @torch.inference_mode()

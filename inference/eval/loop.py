@@ -105,9 +105,9 @@ def check_divergences(
     reference: list[Record] | None = None,
 ) -> None:
     """Fill `noise` on each reference `ar` record (once) and, on each other record that differs from the
-    reference's (same turn), the `divergence` proven by replaying both at batch 1
-    (`inference.eval.divergence.prove_divergence`). `reference`: the `ar` records to compare with (default:
-    those among `records`)."""
+    reference's (same turn), its proven `divergence` (`inference.eval.divergence.prove_divergence`: a
+    batch-1 record is replayed, a batched one brings the logits its run captured, `Record.probe`).
+    `reference`: the `ar` records to compare with (default: those among `records`)."""
     if reference is None:
         reference = [r for r in records if r.method == "ar"]
     by_turn = {r.turn: r for r in reference if not r.skipped}
@@ -127,6 +127,7 @@ def check_divergences(
             r.tokens,
             max_new_tokens,
             r.stats.draft_sizes,
+            captured=r.probe,
             batched=r.concurrency != 1,
         )
         r.divergence = found.to_dict() if found else None

@@ -13,10 +13,11 @@ from __future__ import annotations
 
 import json
 import os
-from dataclasses import asdict, dataclass
+from dataclasses import asdict, dataclass, field
 from pathlib import Path
 from typing import Any
 
+from inference.decoding.logits_probe import LogitsProbe
 from inference.decoding.stats import GenerationStats
 
 
@@ -37,6 +38,9 @@ class Record:
     divergence: dict[str, Any] | None = None  # other records at T = 0 that differ from `ar`'s: `Divergence`
     concurrency: int = 1  # sequences decoded together (`BatchedDecoder`) when this one was
     batch: dict[str, Any] | None = None  # concurrency > 1: {"id", "wall_s"} of the batched run it was part of
+    # Concurrency > 1 at T = 0: the method's logits where it first parted from the batch-1 `ar` output, as
+    # its batched run captured them for the lossless check (`BatchedDecoder`); kept in memory, not stored.
+    probe: LogitsProbe | None = field(default=None, repr=False, compare=False)
 
     @property
     def arm(self) -> str:

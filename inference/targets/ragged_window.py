@@ -63,15 +63,20 @@ class RaggedWindow:
 
     @classmethod
     def stack(
-        cls, windows: Sequence[WindowLike | None], pad_id: int = 0, device: torch.device | str | None = None
+        cls,
+        windows: Sequence[WindowLike | None],
+        pad_id: int = 0,
+        device: torch.device | str | None = None,
+        width: int | None = None,
     ) -> RaggedWindow:
-        """One row per window (None: a row with no token this round), padded to the widest."""
+        """One row per window (None: a row with no token this round), padded to the widest (or to `width`,
+        when wider: a forward of a given shape)."""
         rows = [None if win is None else (win.ids.reshape(-1), win.depths, win.visible) for win in windows]
         if not rows:
             raise ValueError("a ragged window needs at least one row")
         if device is None:
             device = next((row[0].device for row in rows if row is not None), "cpu")
-        width = max([1, *(row[0].numel() for row in rows if row is not None)])
+        width = max([1, width or 1, *(row[0].numel() for row in rows if row is not None)])
         b = len(rows)
         ids = torch.full((b, width), pad_id, dtype=torch.long, device=device)
         depths = torch.arange(width, device=device).repeat(b, 1)

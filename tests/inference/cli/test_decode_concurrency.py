@@ -71,20 +71,24 @@ def test_a_batched_run_resumes_by_method_and_turn(drafter_path, tmp_path, monkey
     run_dir, appended = tmp_path / "stopped", []
     real_append = RecordLog.append
 
-    def stop_after_two(self, records):
-        if len(appended) == 2:
+    def unit(records):
+        return records[0].method, records[0].turn, records[0].concurrency
+
+    def stop_after_four(self, records):
+        if len(appended) == 4:
             raise KeyboardInterrupt
-        appended.append((records[0].method, records[0].turn))
+        appended.append(unit(records))
         real_append(self, records)
 
-    monkeypatch.setattr(RecordLog, "append", stop_after_two)
+    monkeypatch.setattr(RecordLog, "append", stop_after_four)
     with pytest.raises(KeyboardInterrupt):
         decode.run(_cfg(*overrides), run_dir)
-    monkeypatch.setattr(
-        RecordLog, "append", lambda self, rs: [appended.append((rs[0].method, rs[0].turn)), real_append(self, rs)]
-    )
+    monkeypatch.setattr(RecordLog, "append", lambda self, rs: [appended.append(unit(rs)), real_append(self, rs)])
     resumed = decode.run(_cfg(*overrides), run_dir)
-    assert appended == [("ar", 0), ("domino", 0), ("ar", 1), ("domino", 1)]  # turn 1 once, after the stop
+    # Batch-1 ar per prompt first (the lossless check's reference), then the batched units by method and turn;
+    # turn 1 once, after the stop.
+    batch1 = [("ar", 0, 1), ("ar", 0, 1)]
+    assert appended == [*batch1, ("ar", 0, 2), ("domino", 0, 2), ("ar", 1, 2), ("domino", 1, 2)]
     keys = ("method", "prompt_id", "turn", "tokens")
     assert [[r[k] for k in keys] for r in _rows(tmp_path / "whole")] == [[r[k] for k in keys] for r in _rows(run_dir)]
     assert (

@@ -1,11 +1,10 @@
-"""`BatchBudget` (inference/decoding/batch_budget.py): the round's width across the batch and the rows'
-gates, on hand-made costs and acceptances."""
+"""`BatchBudget` (inference/decoding/batch_budget.py): the round's width across the batch and the batch's
+gate over whole rounds, on hand-made costs and acceptances."""
 
 import torch
 
-from inference.decoding.batch_budget import BatchBudget
+from inference.decoding.batch_budget import PLAIN, BatchBudget
 from inference.decoding.cost_model import VerifyCurve
-from inference.decoding.draft_gate import DraftGate
 from inference.decoding.speculative import Candidates, DecodeState
 from inference.decoding.stats import GenerationStats
 
@@ -19,6 +18,9 @@ class _Decoder:
     """What `BatchBudget` reads of a cost-aware decoder."""
 
     layer_ids, drafter = [0], None
+
+    def candidates(self, state):
+        return "drafted"
 
     def __init__(self, curve: VerifyCurve) -> None:
         self.batch_curves, self.batch_gates = {2: curve}, {}
@@ -57,33 +59,39 @@ def test_the_width_maximises_the_batch_tokens_per_second():
     assert _settle(curve, gains, draft_s=1.0)[1] == 4  # sunk drafting dwarfs the verify: keep everything
 
 
-def test_a_row_whose_drafts_do_not_pay_decodes_plainly_for_a_while():
+def test_a_batch_whose_drafting_rounds_do_not_pay_decodes_plainly_for_a_while():
     curve = VerifyCurve([2, 8], [0.010, 0.012], 16)
     budget = BatchBudget(_Decoder(curve), 2)
-    state = _state()
-    state.gate = DraftGate()
-    budget.record(state, True, 1, draft_s=0.050, verify_s=0.006, rows=2, batch_rows=2)  # 1 token in 56 ms
-    # against a plain row's 200 tokens/s (its share of a 10 ms one-token verify of 2 rows)
-    assert not state.gate.drafting() and state.gate.pause == 3
-    other = _state()
-    other.gate = DraftGate()
-    budget.record(other, True, 4, draft_s=0.002, verify_s=0.006, rows=2, batch_rows=2)  # 4 tokens in 8 ms
-    assert other.gate.drafting()
+    budget.start_round()
+    assert not budget.drafting  # the first round measures plain decoding
+    budget.end_round(False, 2, 0.010, rows=2, batch_rows=2)  # 2 tokens in 10 ms
+    budget.start_round()
+    assert budget.drafting
+    budget.end_round(True, 3, 0.060, rows=2, batch_rows=2)  # 3 tokens in a 60 ms drafting round: losing
+    plain = []
+    for _ in range(4):
+        budget.start_round()
+        plain.append(not budget.drafting)
+        state = _state()
+        assert budget.draft(state) is PLAIN and state.stats.draft_sizes == [0] and state.stats.plain_rounds == 1
+    assert plain == [True, True, True, True]  # the first pause: 4 plain rounds for every row
+    budget.start_round()
+    assert budget.drafting  # tried again
+    paying = BatchBudget(_Decoder(curve), 2)
+    paying.start_round()
+    paying.end_round(False, 2, 0.010, rows=2, batch_rows=2)
+    paying.end_round(True, 8, 0.016, rows=2, batch_rows=2)  # 8 tokens in 16 ms: 500 tokens/s against 200
+    paying.start_round()
+    assert paying.drafting and paying.draft(_state()) == "drafted"
 
 
-def test_a_new_sequence_starts_from_what_earlier_rows_measured():
+def test_the_batch_gate_compares_whole_rounds_and_is_kept_across_batched_runs():
     curve = VerifyCurve([2, 8], [0.010, 0.012], 16)
     budget = BatchBudget(_Decoder(curve), 2)
-    assert budget.new_gate().drafting()  # nothing measured: draft
     for _ in range(3):
-        budget.record(_with_gate(), False, 1, draft_s=0.0, verify_s=0.005, rows=2, batch_rows=2)
-        budget.record(_with_gate(), True, 1, draft_s=0.050, verify_s=0.006, rows=2, batch_rows=2)
-    fresh = budget.new_gate()
-    assert not fresh.drafting() and fresh.pause == budget.rates.next_pause - 1 > 0
-    assert BatchBudget(budget.decoder, 2).rates is budget.rates  # kept by the decoder across batched runs
-
-
-def _with_gate() -> DecodeState:
-    state = _state()
-    state.gate = DraftGate()
-    return state
+        budget.end_round(False, 2, 0.011, rows=2, batch_rows=2)  # plain rounds: 2 tokens in 11 ms
+    budget.end_round(True, 3, 0.020, rows=2, batch_rows=2)  # 150 tokens/s against ~182: losing
+    again = BatchBudget(budget.decoder, 2)
+    assert again.gate is budget.gate  # kept by the decoder: a new run does not relearn that drafting loses
+    again.start_round()
+    assert not again.drafting and again.gate.pause == 3

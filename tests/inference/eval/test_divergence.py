@@ -1,24 +1,31 @@
 """The lossless check tells numerical ties from bugs (fp32 tiny target): planted acceptance, tree-walk and
-tree-mask bugs are `algorithmic`, through the own-argmax audit or the replayed proof at the divergence,
-and a proof holds only where both sides chose their own argmax and the logits sit within rounding."""
+tree-mask bugs are `algorithmic`, through the own-argmax audit or the proof at the divergence (replayed at
+batch 1, or from the logits a batched run captured), and a proof holds only where both sides chose their
+own argmax and the logits sit within rounding."""
 
 import pytest
 import torch
 from planted_bugs import accepts_within, sees_a_sibling, takes_a_close_sibling
 
-from inference.decoding import build_decoder, speculative
+from inference import DominoDrafter
+from inference.decoding import batched_rules, build_decoder, speculative
 from inference.decoding.ar import ARDecoder
+from inference.decoding.batched import BatchedDecoder
 from inference.decoding.chain import verify as chain_verify
 from inference.decoding.generation import Generation
 from inference.decoding.options import DecodeOptions, TreeOptions
 from inference.decoding.sampling import sample
+from inference.decoding.speculative import Verdict, VerifyWindow
 from inference.decoding.stats import GenerationStats
 from inference.decoding.tree import verify as tree_verify
+from inference.decoding.tree.decoder import TreeDecoder
 from inference.eval import divergence
 from inference.eval.divergence import first_difference, measure_noise, prove_divergence
 from inference.eval.loop import run_dataset
 from inference.eval.prompt_sets import BenchmarkPrompt
 from inference.eval.results import summarize
+from inference.targets.engine import install_engine
+from inference.targets.tiny import tiny_target
 
 PROMPTS = [BenchmarkPrompt(f"p{i}", (text,)) for i, text in enumerate(["Tell me a story.", "2 + 2 =", "def f(x):"])]
 
@@ -149,5 +156,74 @@ def test_a_tree_mask_that_shows_a_node_its_sibling_is_algorithmic(qwen_target, t
         # Every token is the argmax of the (wrong) logits it came from: only the replayed proof can tell.
         assert got.stats.own_argmax_violations == 0
         proofs.append(prove_divergence(tree, ar, prompt, expected, got.tokens, 30))
+    found = [p for p in proofs if p is not None]
+    assert found and all(p.kind == "algorithmic" and p.reason.startswith("(c)") for p in found), found
+
+
+def _lean(target):
+    """The tiny target on the lean engine (batched decoding needs it)."""
+    return install_engine(tiny_target(target.name.removeprefix("tiny-")), engine="lean", prepack=False)
+
+
+def test_a_batched_row_is_proven_from_the_logits_its_batch_captured(qwen_target, monkeypatch):
+    """Planted in the batched `ar` only: at output 3 every row commits the runner-up, with the two logits
+    swapped (its own argmax stays its token). The rows keep the logits where they part from batch-1 `ar`
+    (no batch-1 replay), and the plain reference runs in the batch's shape."""
+    target = _lean(qwen_target)
+    ar = build_decoder("ar", target, options=DecodeOptions(stop_token_ids=[]))
+    prompts = [target.chat_ids([{"role": "user", "content": text}]) for text in ("hello", "2 + 2 =", "def f(x):")]
+    expected = [ar.generate(p, 8).tokens for p in prompts]
+    judge = batched_rules.ARRule.judge
+
+    def flips_at_3(self, state, draft, logits, features):
+        verdict = judge(self, state, draft, logits, features)
+        if 8 - state.tokens_left == 3:
+            swapped = logits.clone()
+            first, second = swapped[0].topk(2).indices.tolist()
+            swapped[0, [first, second]] = swapped[0, [second, first]]
+            verdict = Verdict(tokens=[second], features=features, logits=swapped)
+        return verdict
+
+    monkeypatch.setattr(batched_rules.ARRule, "judge", flips_at_3)
+    gens = BatchedDecoder(ar, 2).generate(prompts, 8, references=expected)
+    for prompt, want, gen in zip(prompts, expected, gens, strict=True):
+        assert gen.tokens[:3] == want[:3] and gen.tokens[3] != want[3]
+        assert (gen.probe.position, gen.probe.width, gen.probe.batch_rows, gen.probe.batch_width) == (3, 1, 2, 1)
+        args = (ar, ar, prompt, want, gen.tokens, 8)
+        found = prove_divergence(*args, captured=gen.probe, batched=True)
+        assert found.position == 3 and found.method_margin > 0 and found.reference_distance < 1e-4
+        assert found.kind == "algorithmic" and found.reason.startswith("(c)"), found  # a real margin, swapped
+        monkeypatch.setattr(divergence, "DISTANCE_SLACK", found.distance + 1e-3)  # were rounding that coarse
+        assert prove_divergence(*args, captured=gen.probe, batched=True).kind == "numerical"
+        monkeypatch.setattr(divergence, "DISTANCE_SLACK", 1e-4)
+        missing = prove_divergence(*args, batched=True)
+        assert missing.kind == "algorithmic" and "captured no logits" in missing.reason
+
+
+def test_a_tree_mask_bug_in_a_batch_is_algorithmic(qwen_target, trained_drafter, monkeypatch):
+    """A tree whose nodes see a sibling, decoded at concurrency 2: the outputs part from batch-1 `ar`, every
+    committed token is its own logits' argmax, and the proof from the captured rows fails (c)."""
+    drafter, seqs = trained_drafter(qwen_target)
+    target = _lean(qwen_target)
+    lean_drafter = DominoDrafter(drafter.config)
+    lean_drafter.load_state_dict(drafter.state_dict())
+    lean_drafter.bind_target(target.embed_tokens, target.lm_head)
+    options = DecodeOptions(stop_token_ids=[])
+    ar = build_decoder("ar", target, options=options)
+    tree = build_decoder("dominotree", target, lean_drafter, options, TreeOptions(budget=16))
+    window = TreeDecoder.verify_window
+
+    def sees_siblings(self, state, draft):
+        win = window(self, state, draft)
+        return win if win.visible is None else VerifyWindow(win.ids, win.depths, sees_a_sibling(win.visible))
+
+    monkeypatch.setattr(TreeDecoder, "verify_window", sees_siblings)
+    prompts = [seqs[row, : 5 + 3 * row].tolist() for row in range(len(seqs))]
+    expected = [ar.generate(p, 30).tokens for p in prompts]
+    gens = BatchedDecoder(tree, 2).generate(prompts, 30, references=expected)
+    proofs = []
+    for prompt, want, gen in zip(prompts, expected, gens, strict=True):
+        assert gen.stats.own_argmax_violations == 0
+        proofs.append(prove_divergence(tree, ar, prompt, want, gen.tokens, 30, captured=gen.probe, batched=True))
     found = [p for p in proofs if p is not None]
     assert found and all(p.kind == "algorithmic" and p.reason.startswith("(c)") for p in found), found

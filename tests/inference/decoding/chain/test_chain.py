@@ -74,6 +74,7 @@ class _SnapshotDecoder(ChainDecoder):
         finished, stopped = super().commit(state, verdict, tokens, stats)
         if not finished:
             target_keys = state.target_cache.layers[0].keys[0].clone()
+            self.drafter.flush_context(state.draft_cache)  # a commit leaves its features waiting
             draft_keys = state.draft_cache.layer(0)[0][0].clone()
             self.snapshots.append((list(tokens), state.length, target_keys, draft_keys))
         return finished, stopped
