@@ -10,7 +10,7 @@ killed after each run. Settings:
 - `N threads`: torch's default OpenMP (libgomp; a thread at a barrier spins ~300,000 times before
   sleeping);
 - `passive`: `OMP_WAIT_POLICY=PASSIVE` (a waiting thread sleeps at once);
-- `spin 10k`: `GOMP_SPINCOUNT=10000` (a short spin, then sleep);
+- `spin N`: `GOMP_SPINCOUNT=N` (a short spin, then sleep);
 - `pinned`: `OMP_PROC_BIND=close OMP_PLACES=cores` (each thread on its own core).
 Prints output tokens per second per setting and competitor count, and the CPU model it ran on.
 """
@@ -27,7 +27,11 @@ import time
 SETTINGS = {
     "2 threads": ({}, 2),
     "2 threads, passive": ({"OMP_WAIT_POLICY": "PASSIVE"}, 2),
+    "2 threads, spin 1k": ({"GOMP_SPINCOUNT": "1000"}, 2),
+    "2 threads, spin 3k": ({"GOMP_SPINCOUNT": "3000"}, 2),
     "2 threads, spin 10k": ({"GOMP_SPINCOUNT": "10000"}, 2),
+    "2 threads, spin 30k": ({"GOMP_SPINCOUNT": "30000"}, 2),
+    "2 threads, pinned, spin 10k": ({"GOMP_SPINCOUNT": "10000", "OMP_PROC_BIND": "close", "OMP_PLACES": "cores"}, 2),
     "2 threads, pinned": ({"OMP_PROC_BIND": "close", "OMP_PLACES": "cores"}, 2),
     "2 threads, passive, pinned": ({"OMP_WAIT_POLICY": "PASSIVE", "OMP_PROC_BIND": "close", "OMP_PLACES": "cores"}, 2),
     "1 thread": ({}, 1),

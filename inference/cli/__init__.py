@@ -6,14 +6,12 @@ training may import `inference`, never the reverse, and it stays here rather tha
 because recorded runs name `inference.cli.errors.WritableRunFolder` and importing it sets the wait policy
 below for every command that uses it.
 
-They decode on the CPU threads of what is often a shared machine. With OpenMP's default wait policy a
-thread that reaches a barrier first spins, so when another process takes one of two cores every op waits
-for a descheduled sibling: `ar` on SmolLM2 fell from 23-28 to 6.5-7.6 tokens/s on 2 AMD EPYC (AVX2)
-cores beside one spinning process, and ran 16.5-20.0 with `OMP_WAIT_POLICY=PASSIVE` (quiet: 23.0-25.2,
-within the runs' noise; `benchmarks/busy_machine.py`). libgomp reads the policy once, when torch loads, so
-it is set here, before any CLI imports torch, unless the user set it.
+They decode on the CPU threads of what is often a shared machine, where OpenMP's wait policy decides
+whether two threads run 1.8x faster than one (quiet, spinning) or 5x slower (beside a neighbour, spinning):
+importing this package chooses it from the machine's load before any CLI imports torch
+(`inference.eval.machine_load.choose_wait_policy`), unless the user set `OMP_WAIT_POLICY`.
 """
 
-import os
+from inference.eval.machine_load import choose_wait_policy
 
-os.environ.setdefault("OMP_WAIT_POLICY", "PASSIVE")
+choose_wait_policy()

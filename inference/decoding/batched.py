@@ -95,6 +95,15 @@ class BatchedDecoder:
         self.pad_id = 0  # any id: the ragged forward hides pad columns from real tokens
 
     @torch.inference_mode()
+    def prepare(self, prompts: Sequence[list[int] | torch.Tensor]) -> None:
+        """Measure what the row rule needs before its first round (a cost-aware rule's batch verify curve,
+        at the prompts' median length; once per decoder and concurrency, a no-op after). `generate` calls
+        it; a caller that times `generate` calls it first, since measuring is not decoding."""
+        if isinstance(self.rule, BatchBudget) and prompts:
+            lengths = [self.decoder.prompt_tensor(p).shape[-1] for p in prompts]
+            self.rule.prepare(int(statistics.median(lengths)))
+
+    @torch.inference_mode()
     def generate(
         self,
         prompts: Sequence[list[int] | torch.Tensor],
@@ -119,8 +128,7 @@ class BatchedDecoder:
             jobs.append(_Job(i, ids, self.decoder.token_budget(ids.numel(), limit), gen, reference=expected[i]))
         if not jobs:
             return []
-        if isinstance(self.rule, BatchBudget):  # before the clock starts: measuring is not decoding
-            self.rule.prepare(int(statistics.median(job.ids.numel() for job in jobs)))
+        self.prepare([job.ids for job in jobs])
         rows = min(self.concurrency, n)
         longest = max(job.ids.numel() + job.budget for job in jobs)
         widest = max(self.rule.max_window(), max(job.ids.numel() for job in jobs))

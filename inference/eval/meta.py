@@ -14,6 +14,7 @@ import torch
 from omegaconf import DictConfig, OmegaConf
 
 from inference.decoding.options import TreeOptions
+from inference.eval import machine_load
 from inference.eval.machine_load import LoadMonitor
 from inference.kernels.table import cpu_model
 from inference.precision import computes_bf16
@@ -62,13 +63,14 @@ def run_meta(
         "max_new_tokens": cfg.max_new_tokens,
         "threads": torch.get_num_threads(),
         "omp_wait_policy": os.environ.get("OMP_WAIT_POLICY"),
+        "omp_wait_policy_choice": machine_load.WAIT_POLICY_CHOICE,  # why (inference/cli/__init__.py)
         "torch": torch.__version__,
         "git_commit": git_commit(),
         "config": OmegaConf.to_container(cfg, resolve=True),
     }
-    machine_load = load.report()
-    meta["machine_load"] = machine_load
-    if machine_load and machine_load.get("warning"):
-        meta["warning"] = machine_load["warning"]
-        log.warning(machine_load["warning"])
+    load_report = load.report()
+    meta["machine_load"] = load_report
+    if load_report and load_report.get("warning"):
+        meta["warning"] = load_report["warning"]
+        log.warning(load_report["warning"])
     return meta

@@ -160,6 +160,24 @@ def test_cost_aware_rows_size_their_drafts_across_the_batch_and_stay_ar(any_tiny
     assert set(decoder.batch_curves) == {2, 3, 4}  # the one not given was measured
 
 
+def test_prepare_measures_the_batch_curve_once_before_generate(qwen_target, trained_drafter, monkeypatch):
+    """A caller that times `generate` calls `prepare` first: the curve is measured there, at the prompts'
+    median length, and `generate` does not measure again."""
+    import inference.decoding.batch_budget as batch_budget
+
+    target, drafter, prompts, stops = _setup(qwen_target, trained_drafter)
+    decoder = build_decoder(
+        "ddtree", target, drafter, DecodeOptions(stop_token_ids=stops), TreeOptions(budget="auto", max_budget=8)
+    )
+    measured, measure = [], batch_budget.measure_batch_curve
+    monkeypatch.setattr(batch_budget, "measure_batch_curve", lambda *a, **k: measured.append(a[2]) or measure(*a, **k))
+    batched = BatchedDecoder(decoder, 2)
+    batched.prepare(prompts)
+    assert measured == [sorted(p.numel() for p in prompts)[2]]
+    batched.generate(prompts, MAX_NEW_TOKENS)
+    assert len(measured) == 1 and set(decoder.batch_curves) == {2}
+
+
 def test_what_cannot_batch_is_refused(qwen_target, trained_drafter):
     target, drafter, _, _ = _setup(qwen_target, trained_drafter)
     with pytest.raises(ValueError, match="lean engine"):
