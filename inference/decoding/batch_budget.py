@@ -7,7 +7,8 @@ costs what a real one costs. Two choices per round, both from measured costs:
   tokens per second of wall time (every row's tokens over the whole round: the drafts, the verify, the
   judging and commits) than its plain rounds do. Otherwise every row decodes plainly (draft size 0), and
   drafting is tried again after a pause that doubles while it keeps losing: one `DraftGate` over whole
-  rounds, kept per decoder and concurrency across batched runs (as the batch-1 decoder keeps its own).
+  rounds per concurrency and number of live rows (a draining batch is its own case), kept by the decoder
+  across batched runs (as the batch-1 decoder keeps its own).
   The gate is the batch's, not each row's: in a synchronous round every row waits for every draft and
   pays for the widest window, so a row's drafting costs the others what a per-row rate cannot see, and a
   plain row in a drafting round would measure the drafting rows' cost as its own.
@@ -92,10 +93,8 @@ class BatchBudget:
         self.decoder, self.concurrency = decoder, concurrency
         self.layer_ids, self.drafter = decoder.layer_ids, decoder.drafter
         self.curve: VerifyCurve | None = decoder.batch_curves.get(concurrency)
-        # Whole rounds, kept across runs. Its first round is plain, so that drafting is judged against a
-        # measured plain round (the curve's one-token cost leaves out the judge and commit of every row).
-        self.gate = decoder.batch_gates.setdefault(concurrency, DraftGate(pause=1))
         self.drafting = True  # this round's gate decision (`start_round`)
+        self.rows = concurrency  # live rows this round (`start_round`)
 
     def prepare(self, prompt_tokens: int) -> VerifyCurve:
         """The batch verify curve (measured once per decoder and concurrency, before the first round)."""
@@ -109,9 +108,20 @@ class BatchBudget:
     def max_window(self) -> int:
         return self.decoder.max_window()
 
-    def start_round(self) -> None:
-        """Ask the batch's gate whether this round drafts (once per round, before any row drafts)."""
-        self.drafting = self.gate.drafting()
+    def gate(self, rows: int | None = None) -> DraftGate:
+        """The gate of rounds with `rows` live rows (None: a full batch), kept by the decoder across runs.
+        One per live-row count: a draining batch's rounds commit fewer tokens for the same forward, and a
+        plain rate learnt while draining would make the next full batch's drafting look paying. Its
+        first round is plain, so that drafting is judged against a measured plain round (the curve's
+        one-token cost leaves out the judge and commit of every row)."""
+        key = (self.concurrency, rows or self.concurrency)
+        return self.decoder.batch_gates.setdefault(key, DraftGate(pause=1))
+
+    def start_round(self, rows: int | None = None) -> None:
+        """Ask the gate of `rows` live rows (None: a full batch) whether this round drafts (once per
+        round, before any row drafts)."""
+        self.rows = rows or self.concurrency
+        self.drafting = self.gate(self.rows).drafting()
 
     def draft(self, state: DecodeState) -> Candidates | Any:
         """The row's full best-first draft (`Candidates`, sized by `settle`), or its plain round's empty
@@ -157,7 +167,7 @@ class BatchBudget:
         """Feed the gate one round: `tokens` committed by its `rows` live rows in `seconds` of wall time
         (drafts, the forward, every judge and commit), `drafted` when any row drafted. Before a plain round
         was measured, plain decoding is taken to commit `rows` tokens per one-token verify of `batch_rows`."""
-        self.gate.record(drafted, tokens, seconds, rows / self.cost(batch_rows))
+        self.gate(rows).record(drafted, tokens, seconds, rows / self.cost(batch_rows))
 
     def verify_window(self, state: DecodeState, draft: Any) -> VerifyWindow:
         if draft is PLAIN:

@@ -12,17 +12,20 @@ own logits. A row's `DecodeState`
 holds a `RowCache` (its row of the ragged cache), so the decoder's own `commit` crops or compacts that row.
 
 Continuous batching: a finished row (stop token or token budget) is reset and refilled with the next waiting
-prompt before the next round; the refills are prefilled together in one `target.prefill_ragged`. The run
-ends when every prompt is done; the results come back in input order.
+prompt before the next round; the refills are prefilled together in one `target.prefill_ragged`, which
+computes only their rows (rows finish at different rounds under speculation, and a refill that ran every
+row of the batch cost a whole batch's prefill per finished sequence). The run ends when every prompt is
+done; the results come back in input order.
 
 Round costs: per active row one draft (the drafter at batch 1, as alone) and its judge / commit; then one
 ragged target forward of width W = the widest window this round (each row pays W columns of compute and
 cache writes, pad columns included) over a span of max(row length) + W. Prefills of refills add one ragged
-forward of width = the longest refill prompt. Needs the target's lean engine (`forward_ragged`).
+forward over the refilled rows, of width = the longest refill prompt. Needs the target's lean engine (`forward_ragged`).
 
 The lossless check: given each prompt's reference output (its batch-1 `ar` tokens, greedy), a row compares
 what it commits with the reference and, at the first token that differs, keeps the logits row that chose
-it with the forward's shape (`LogitsProbe`: the row's window width, the batch's rows and padded width):
+it with the forward's shape (`LogitsProbe`: the row's window width, the batch's rows, padded width and key
+span):
 `Generation.probe`. A batched run cannot be replayed at batch 1 (its forwards have other shapes, so they
 round otherwise), and this costs nothing where the outputs agree.
 
@@ -160,7 +163,7 @@ class BatchedDecoder:
             out = self.target.prefill_ragged(prompts, cache, layer_ids=rule.layer_ids)
             width = max(job.ids.numel() for job in starts.values())
             for r, job in starts.items():
-                live[r] = self._start(cache, r, job, out.logits[r, 0], out.features, t0, width)
+                live[r] = self._start(cache, r, job, out.logits[r, 0], out.features, t0, len(starts), width)
 
     def _start(
         self,
@@ -170,16 +173,17 @@ class BatchedDecoder:
         logits: torch.Tensor,
         features: torch.Tensor | None,
         t0: float,
+        rows: int,
         width: int,
     ) -> _Row | None:
-        """Sample the job's first token from its prompt's last logits (of a `width`-column prefill) and
-        build its decode state (None: the job is already done)."""
+        """Sample the job's first token from its prompt's last logits (of a prefill of `rows` fresh rows x
+        `width` columns) and build its decode state (None: the job is already done)."""
         decoder, clock = self.decoder, self.decoder.clock
         prompt_len = job.ids.numel()
         job.stats = stats = GenerationStats(prompt_tokens=prompt_len)
         root = sample(logits.unsqueeze(0), decoder.sampling, job.generator)
         job.tokens = [root.item()]
-        self._watch(job, 0, logits.unsqueeze(0), [prompt_len - 1], prompt_len, cache.batch, width)
+        self._watch(job, 0, logits.unsqueeze(0), [prompt_len - 1], prompt_len, rows, width, width)
         job.reason = "stop" if job.tokens[0] in decoder.stop_token_ids else "length"
         if job.reason == "stop" or job.budget == 1:
             stats.prefill_s = clock.now() - t0
@@ -202,7 +206,7 @@ class BatchedDecoder:
         budget = rule if isinstance(rule, BatchBudget) else None
         start = clock.now()
         if budget is not None:
-            budget.start_round()
+            budget.start_round(sum(row is not None for row in live))
         drafts: dict[int, object] = {}
         spent: dict[int, float] = {}  # each row's draft seconds this round
         windows: list[VerifyWindow | None] = [None] * len(live)
@@ -243,7 +247,7 @@ class BatchedDecoder:
             t4 = clock.now()
             if job.reference is not None and job.probe is None and (rows := verdict.rows()) is not None:
                 keep = list(range(rows.shape[0])) if verdict.keep is None else verdict.keep.tolist()
-                self._watch(job, emitted, rows, keep, n, cache.batch, batch.width)
+                self._watch(job, emitted, rows, keep, n, cache.batch, batch.width, max(before) + batch.width)
             committed += job.stats.accept_lengths[-1]
             job.stats.verify_s += forward_s + t3 - t2  # the shared forward, then this row's acceptance rule
             job.stats.commit_s += t4 - t3
@@ -258,17 +262,25 @@ class BatchedDecoder:
 
     @staticmethod
     def _watch(
-        job: _Job, first: int, rows: torch.Tensor, window_rows: list[int], width: int, batch_rows: int, columns: int
+        job: _Job,
+        first: int,
+        rows: torch.Tensor,
+        window_rows: list[int],
+        width: int,
+        batch_rows: int,
+        columns: int,
+        span: int,
     ) -> None:
         """The lossless check's capture (module doc): where the tokens the job just committed from
         first on (chosen by `rows`, rows `window_rows` of a `width`-token window in a `batch_rows` x
-        `columns` forward) first differ from its reference, keep that logits row once."""
+        `columns` forward whose queries attended over `span` cache slots) first differ from its
+        reference, keep that logits row once."""
         if job.reference is None or job.probe is not None:
             return
         for q in range(first, len(job.tokens)):
             if q >= len(job.reference):
                 return  # the reference ended first: nothing to compare logits with
             if job.tokens[q] != job.reference[q]:
-                job.probe = LogitsProbe(q, batch_rows=batch_rows, batch_width=columns)
+                job.probe = LogitsProbe(q, batch_rows=batch_rows, batch_width=columns, batch_span=span)
                 job.probe.observe(first, rows, width, window_rows)
                 return

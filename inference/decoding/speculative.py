@@ -108,7 +108,7 @@ class SpeculativeDecoder(Decoder):
         self.verify_curve: VerifyCurve | None = None  # `measure_costs`, before a cost-aware decoder's first round
         self.gate = DraftGate()  # cost-aware decoders: plain rounds while drafting does not pay (draft_gate.py)
         self.batch_curves: dict[int, VerifyCurve] = {}  # concurrency -> batch verify curve (`batch_budget.py`)
-        self.batch_gates: dict[int, DraftGate] = {}  # concurrency -> the batch's gate over whole rounds
+        self.batch_gates: dict[tuple[int, int], DraftGate] = {}  # (concurrency, live rows) -> gate over rounds
         # A replay (the lossless check) of a cost-aware generation: its rounds' draft sizes
         # (`stats.draft_sizes`), so that timing-driven choices verify the same windows again.
         self.schedule: list[int] | None = None

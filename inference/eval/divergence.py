@@ -183,32 +183,38 @@ def _plain_rows(
     """The logits [n, V] of a plain forward of the probe's shape over `sequence` in which `sequence[index]`
     sits at row `probe.row` (clamped to the sequence), over a freshly prefilled cache of everything before
     it, and the index in `sequence` of its first row. The shape: `probe.width` tokens, in a ragged forward
-    of `probe.batch_rows` x `probe.batch_width` (the other rows padding) when the probe came from a batch.
+    of `probe.batch_rows` x `probe.batch_width` over `probe.batch_span` key slots (the other rows padding)
+    when the probe came from a batch.
     `prefill`: the probe's logits came from a prefill (output 0): the plain forward is the prompt's prefill,
     the last row's logits only, as a prefill computes them."""
     rows, ids = probe.batch_rows, torch.tensor(sequence, device=target.device)
     columns = probe.batch_width or probe.width or 1
+    batched = probe.batch_width is not None
     if prefill:
         prompt = ids[: index + 1]
-        if rows == 1:
+        if not batched:
             logits = target(prompt[None], cache=target.new_cache(), last_logits_only=True).logits[0, -1:]
             return logits.float().cpu(), index
-        # A second row as wide as the probe's prefill (any ids) gives the forward its width.
-        widest = torch.zeros(columns, dtype=torch.long, device=target.device) if columns > prompt.numel() else None
-        out = target.prefill_ragged([prompt, widest, *[None] * (rows - 2)], target.new_ragged_cache(rows, columns + 1))
+        # A batched prefill computes its fresh rows only: the other rows (any ids, as wide as the
+        # prefill) give the forward its rows and width.
+        filler = torch.zeros(columns, dtype=torch.long, device=target.device)
+        out = target.prefill_ragged([prompt] + [filler] * (rows - 1), target.new_ragged_cache(rows, columns + 1))
         return out.logits[0, -1:].float().cpu(), index
     width = probe.width or 1
     start = max(index - min(probe.row or 0, width - 1), 0)
     window = ids[start : start + width]
-    if rows == 1 and columns <= window.numel():
+    if not batched and columns <= window.numel():
         cache = target.new_cache()
         if start:
             target(ids[None, :start], cache=cache, last_logits_only=True)
         logits = target(window[None], cache=cache).logits[0]
     else:
-        cache = target.new_ragged_cache(rows, capacity=start + columns + 1)
+        span = max(probe.batch_span or 0, start + columns)
+        cache = target.new_ragged_cache(rows, capacity=span + 1)
         if start:
             target.prefill_ragged([ids[:start]] + [None] * (rows - 1), cache)
+        if rows > 1:  # a longer row gives the queries the batch's key span (its slots are never seen)
+            cache.lengths[1] = span - columns
         batch = RaggedWindow.stack([_Plain(window)] + [None] * (rows - 1), 0, target.device, width=columns)
         logits = target.forward_ragged(batch, cache).logits[0, : window.numel()]
     return logits.float().cpu(), start

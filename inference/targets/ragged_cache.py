@@ -64,15 +64,37 @@ class RaggedKVCache:
         capacity, filled = max(length, 2 * self.capacity), int(self.lengths.max())
         self.keys, self.values = (grown(store, capacity, filled) for store in (self.keys, self.values))
 
-    def write(self, layer: int, slots: torch.Tensor, keys: torch.Tensor, values: torch.Tensor) -> None:
-        """Store one layer's new entries [batch, kv_heads, W, d] at per-row slots: `slots` is their index,
-        [batch, kv_heads, W, d] (each row's slot numbers expanded over heads and dims; storage reserved)."""
-        self.keys[layer].scatter_(2, slots, keys)
-        self.values[layer].scatter_(2, slots, values)
+    def write(
+        self,
+        layer: int,
+        slots: torch.Tensor,
+        keys: torch.Tensor,
+        values: torch.Tensor,
+        rows: torch.Tensor | None = None,
+    ) -> None:
+        """Store one layer's new entries [n, kv_heads, W, d] at per-row slots: `slots` is their index,
+        [n, kv_heads, W, d] (each row's slot numbers expanded over heads and dims; storage reserved), for
+        every row (n = batch) or for the rows `rows` [n] long."""
+        if rows is None:
+            self.keys[layer].scatter_(2, slots, keys)
+            self.values[layer].scatter_(2, slots, values)
+            return
+        _, heads, _, dims = slots.shape
+        index = (
+            rows.view(-1, 1, 1, 1),
+            torch.arange(heads, device=slots.device).view(1, -1, 1, 1),
+            slots,
+            torch.arange(dims, device=slots.device).view(1, 1, 1, -1),
+        )
+        self.keys[layer].index_put_(index, keys)
+        self.values[layer].index_put_(index, values)
 
-    def layer(self, layer: int, span: int) -> tuple[torch.Tensor, torch.Tensor]:
-        """Views of one layer's first `span` slots of every row."""
-        return self.keys[layer, :, :, :span], self.values[layer, :, :, :span]
+    def layer(self, layer: int, span: int, rows: torch.Tensor | None = None) -> tuple[torch.Tensor, torch.Tensor]:
+        """One layer's first `span` slots of every row (views), or of the rows `rows` [n] long (copies)."""
+        keys, values = self.keys[layer, :, :, :span], self.values[layer, :, :, :span]
+        if rows is None:
+            return keys, values
+        return keys.index_select(0, rows), values.index_select(0, rows)
 
     def crop(self, row: int, length: int) -> None:
         """Drop row `row`'s entries at index >= `length`."""

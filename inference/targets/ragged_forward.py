@@ -10,7 +10,12 @@ attending over the whole capacity with the rest masked, only cheaper) under an a
 [B, 1, W, span] (`ragged_mask`): a real query sees its row's committed slots `< lengths[r]` and the real
 window slots `visible` allows, within the sliding window where the model has one; a pad query sees only
 its own slot, so its softmax stays finite. Every row then advances by W; the decoder crops or compacts
-each row to what it accepted (`RaggedKVCache.crop` / `compact`).
+each row to what it accepted (`RaggedKVCache.crop` / `compact`). A forward may also run a subset of
+the cache's rows (`rows`): a refill's prefill computes only the refilled rows.
+
+The span is part of the forward's shape: the attention kernel blocks over the keys, so a row attending
+next to a longer row can round differently from the same row alone (masked slots add nothing, but the
+blocking moves). The lossless check replays a batched row with the batch's span (`LogitsProbe`).
 
 This is the idea of `graphed_forward.py` (K/V written by slot index, attention over the storage under a
 mask) with a start per row instead of one. Nothing is captured: it runs eagerly on any device.
@@ -78,14 +83,20 @@ def ragged_mask(
 
 @torch.inference_mode()
 def ragged_hidden(
-    lean: LeanForward, cache: RaggedKVCache, window: RaggedWindow, layer_ids: list[int] | None = None
+    lean: LeanForward,
+    cache: RaggedKVCache,
+    window: RaggedWindow,
+    layer_ids: list[int] | None = None,
+    rows: torch.Tensor | None = None,
 ) -> tuple[torch.Tensor, torch.Tensor | None]:
-    """The last hidden state [B, W, H] and the features of `layer_ids` [B, W, K*H] (or None) of `window`,
-    writing its K/V into `cache` and advancing every row by W."""
+    """The last hidden state [n, W, H] and the features of `layer_ids` [n, W, K*H] (or None) of `window`,
+    writing its K/V into `cache` and advancing its rows by W: every row of the cache (n = its batch), or
+    the rows `rows` [n] long (the others are neither computed nor changed)."""
     b, w = window.ids.shape
-    if b != cache.batch:
-        raise ValueError(f"a ragged window of {b} rows on a cache of {cache.batch}")
-    starts = cache.lengths.to(window.ids.device, copy=True)
+    if b != (cache.batch if rows is None else rows.numel()):
+        raise ValueError(f"a ragged window of {b} rows on {cache.batch if rows is None else rows.numel()} cache rows")
+    lengths = cache.lengths if rows is None else cache.lengths.index_select(0, rows)
+    starts = lengths.to(window.ids.device, copy=True)
     span = int(starts.max()) + w
     cache.reserve(span)
     positions = starts.unsqueeze(1) + window.depths
@@ -94,11 +105,14 @@ def ragged_hidden(
     mask = ragged_mask(starts, window, span, lean.window, cache.keys.dtype)
 
     def attend_to(i: int, keys: torch.Tensor, values: torch.Tensor) -> tuple[torch.Tensor, torch.Tensor]:
-        cache.write(i, index, keys, values)
-        return cache.layer(i, span)
+        cache.write(i, index, keys, values, rows)
+        return cache.layer(i, span, rows)
 
     x, features = lean.layers_forward(lean.embed_tokens(window.ids), positions, mask, attend_to, layer_ids)
-    cache.lengths.add_(w)
+    if rows is None:
+        cache.lengths.add_(w)
+    else:
+        cache.lengths.index_add_(0, rows, torch.full_like(rows, w))
     return x, features
 
 
@@ -120,15 +134,34 @@ def ragged_prefill(
     layer_ids: list[int] | None = None,
     pad_id: int = 0,
 ) -> tuple[torch.Tensor, torch.Tensor | None, torch.Tensor]:
-    """Append each row's prompt (None: a row left as it is) to its cached entries in one forward (W = the
-    longest prompt), then crop every row to its real tokens. Returns the logits at each row's last prompt
-    token [B, V] (a row without a prompt: that of its pad, meaningless), the features [B, W, K*H] (or None;
-    row r's first len(prompt r) are real) and the window's `valid` [B, W]."""
-    window = RaggedWindow.prompts(prompts, pad_id, cache.keys.device)
-    starts = cache.lengths.clone()
-    x, features = ragged_hidden(lean, cache, window, layer_ids)
+    """Append each row's prompt (None: a row left as it is) to its cached entries in one forward over the
+    rows that have one (W = their longest prompt; a row without a prompt is not computed, so refilling one
+    row of a busy batch costs one row's prefill, and the forward's shape does not depend on the other
+    rows), then crop those rows to their real tokens. Returns the logits at each row's last prompt token
+    [B, V], the features [B, W, K*H] (or None; row r's first len(prompt r) are real) and the window's
+    `valid` [B, W]; a row without a prompt has zeros."""
+    if len(prompts) != cache.batch:
+        raise ValueError(f"{len(prompts)} prompts (None for a row left as it is) for a cache of {cache.batch} rows")
+    chosen = [r for r, p in enumerate(prompts) if p is not None]
+    if not chosen:
+        raise ValueError("a ragged prefill needs at least one prompt")
+    device = cache.keys.device
+    window = RaggedWindow.prompts([prompts[r] for r in chosen], pad_id, device)
+    rows = None if len(chosen) == cache.batch else torch.tensor(chosen, device=cache.lengths.device)
+    starts = cache.lengths.clone() if rows is None else cache.lengths.index_select(0, rows)
+    x, features = ragged_hidden(lean, cache, window, layer_ids, rows)
     counts = window.counts().to(starts.device)
-    cache.lengths.copy_(starts + counts)
+    if rows is None:
+        cache.lengths.copy_(starts + counts)
+    else:
+        cache.lengths.index_copy_(0, rows, starts + counts)
     last = (counts - 1).clamp(min=0).to(x.device)
-    x = x[torch.arange(x.shape[0], device=x.device), last]
-    return lean.lm_head(lean.norm(x)), features, window.valid
+    logits = lean.lm_head(lean.norm(x[torch.arange(x.shape[0], device=x.device), last]))
+    if rows is None:
+        return logits, features, window.valid
+    at = rows.to(x.device)
+    full = logits.new_zeros(cache.batch, logits.shape[-1]).index_copy_(0, at, logits)
+    valid = window.valid.new_zeros(cache.batch, window.width).index_copy_(0, at.to(window.valid.device), window.valid)
+    if features is not None:
+        features = features.new_zeros(cache.batch, *features.shape[1:]).index_copy_(0, at, features)
+    return full, features, valid

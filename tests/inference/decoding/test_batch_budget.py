@@ -1,6 +1,7 @@
 """`BatchBudget` (inference/decoding/batch_budget.py): the round's width across the batch and the batch's
 gate over whole rounds, on hand-made costs and acceptances."""
 
+import pytest
 import torch
 
 from inference.decoding.batch_budget import PLAIN, BatchBudget
@@ -92,6 +93,22 @@ def test_the_batch_gate_compares_whole_rounds_and_is_kept_across_batched_runs():
         budget.end_round(False, 2, 0.011, rows=2, batch_rows=2)  # plain rounds: 2 tokens in 11 ms
     budget.end_round(True, 3, 0.020, rows=2, batch_rows=2)  # 150 tokens/s against ~182: losing
     again = BatchBudget(budget.decoder, 2)
-    assert again.gate is budget.gate  # kept by the decoder: a new run does not relearn that drafting loses
+    assert again.gate() is budget.gate()  # kept by the decoder: a new run does not relearn that drafting loses
     again.start_round()
-    assert not again.drafting and again.gate.pause == 3
+    assert not again.drafting and again.gate().pause == 3
+
+
+def test_a_draining_batch_has_its_own_gate():
+    """Rounds with one live row of two (the batch draining) commit half the tokens for the same forward:
+    they feed their own gate, so the full batch's plain rate is not dragged down by them."""
+    curve = VerifyCurve([2, 8], [0.010, 0.012], 16)
+    budget = BatchBudget(_Decoder(curve), 2)
+    budget.start_round(2)
+    budget.end_round(False, 2, 0.010, rows=2, batch_rows=2)  # full: 200 tokens / s
+    budget.start_round(1)
+    assert not budget.drafting  # the draining case measures its own plain round first
+    budget.end_round(False, 1, 0.010, rows=1, batch_rows=2)  # draining: 100 tokens / s
+    assert budget.gate(2).plain_rate == pytest.approx(200) and budget.gate(1).plain_rate == pytest.approx(100)
+    budget.end_round(True, 3, 0.010, rows=2, batch_rows=2)  # 300 tokens / s: drafting pays
+    budget.start_round(2)
+    assert budget.drafting and budget.gate(2).pause == 0

@@ -13,6 +13,7 @@ from inference.decoding.ar import ARDecoder
 from inference.decoding.batched import BatchedDecoder
 from inference.decoding.chain import verify as chain_verify
 from inference.decoding.generation import Generation
+from inference.decoding.logits_probe import LogitsProbe
 from inference.decoding.options import DecodeOptions, TreeOptions
 from inference.decoding.sampling import sample
 from inference.decoding.speculative import Verdict, VerifyWindow
@@ -25,6 +26,7 @@ from inference.eval.loop import run_dataset
 from inference.eval.prompt_sets import BenchmarkPrompt
 from inference.eval.results import summarize
 from inference.targets.engine import install_engine
+from inference.targets.ragged_window import RaggedWindow
 from inference.targets.tiny import tiny_target
 
 PROMPTS = [BenchmarkPrompt(f"p{i}", (text,)) for i, text in enumerate(["Tell me a story.", "2 + 2 =", "def f(x):"])]
@@ -227,3 +229,25 @@ def test_a_tree_mask_bug_in_a_batch_is_algorithmic(qwen_target, trained_drafter,
         proofs.append(prove_divergence(tree, ar, prompt, want, gen.tokens, 30, captured=gen.probe, batched=True))
     found = [p for p in proofs if p is not None]
     assert found and all(p.kind == "algorithmic" and p.reason.startswith("(c)") for p in found), found
+
+
+@pytest.mark.parametrize("arch", ["qwen3", "llama"])
+def test_the_plain_reference_of_a_batched_row_has_the_batch_s_key_span(arch):
+    """A row verified next to a longer row attends over the longer row's span, and the attention kernel
+    may round by span (here it did, by 4e-7, when this was written): the proof's plain forward reproduces
+    the batch's rows, width and span, so over the same prefix it gives the captured logits bit for bit; a
+    refill's prefill is reproduced from its own rows and width alone."""
+    target = install_engine(tiny_target(arch), engine="lean", prepack=False)
+    g = torch.Generator().manual_seed(0)
+    prefix, long, tok = (torch.randint(0, 256, (n,), generator=g) for n in (7, 90, 1))
+    cache = target.new_ragged_cache(2, 200)
+    first = target.prefill_ragged([prefix, None], cache).logits[0, 0]
+    target.prefill_ragged([None, long], cache)
+    window = RaggedWindow.stack([divergence._Plain(tok), divergence._Plain(tok)])
+    captured = target.forward_ragged(window, cache).logits[0, 0]
+    sequence = [*prefix.tolist(), *tok.tolist(), 0]
+    probe = LogitsProbe(8, width=1, row=0, batch_rows=2, batch_width=1, batch_span=long.numel() + 1)
+    plain, start = divergence._plain_rows(target, sequence, 7, probe)
+    assert start == 7 and torch.equal(plain[0], captured.float())
+    refill = LogitsProbe(0, width=7, row=6, batch_rows=1, batch_width=7, batch_span=7)
+    assert torch.equal(divergence._plain_rows(target, sequence, 6, refill, prefill=True)[0][0], first.float())

@@ -235,3 +235,22 @@ def test_the_mask_shows_pads_only_themselves_and_the_cache_refuses_bad_edits():
         RaggedWindow(window.ids, window.depths[:, :1], window.visible, window.valid)
     with pytest.raises(ValueError, match="need the lean engine; target tiny-qwen3 runs on engine=hf"):
         tiny_target("qwen3").new_ragged_cache(2)
+
+
+def test_a_refill_computes_only_its_rows():
+    """Refilling one row of a busy batch runs that row alone: its logits and features are bit-identical to
+    the same prompt's prefill on a one-row cache (the forward's shape, key span included, does not depend
+    on the other rows), and the other rows' lengths and entries stay as they were."""
+    target = _target("llama")
+    cache = _prefill(target, [_ids(9, 50), _ids(3, 51), _ids(14, 52)])
+    keys, values = cache.keys.clone(), cache.values.clone()
+    cache.reset(1)
+    refill = _ids(6, 53)
+    out = target.prefill_ragged([None, refill, None], cache, layer_ids=LAYERS)
+    alone = target.prefill_ragged([refill], target.new_ragged_cache(1), layer_ids=LAYERS)
+    assert torch.equal(out.logits[1], alone.logits[0])
+    assert torch.equal(out.features[1, :6], alone.features[0, :6])
+    assert not out.logits[[0, 2]].any()
+    assert cache.lengths.tolist() == [9, 6, 14]
+    for r in (0, 2):
+        assert torch.equal(cache.keys[:, r], keys[:, r]) and torch.equal(cache.values[:, r], values[:, r])
