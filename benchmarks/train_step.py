@@ -7,9 +7,9 @@ Arguments are the training config's Hydra overrides. The step runs in the traini
 (`trainer.precision`, auto = bf16 autocast on a CPU with bf16 instructions: `inference.precision`;
 `trainer.precision=32-true` for fp32). The step is `DominoLitModule._step` + backward + AdamW, on the
 experiment's drafter and real target (its frozen embedding and lm_head), with random
-token rows of `--seq-len` tokens (`--assistant` of them loss-masked) and random context features in
-place of a feature cache: the cost of a step depends on the shapes, not on the values. Prints blocks/s
-(anchor blocks trained per second) and the share of the step spent
+token rows of `--seq-len` tokens (`--assistant` of them loss-masked) and random bf16 context features in
+place of a feature cache (which stores bf16): the cost of a step depends on the shapes, not on the values.
+Prints blocks/s (anchor blocks trained per second) and the share of the step spent
 - in the lm_head: logits of every draft position, their cross-entropy, and its backward (what a draft
   vocabulary shrinks);
 - in the draft layers: context K/V projection and the layers, forward and backward;
@@ -40,7 +40,7 @@ from domino_train import CONF_DIR
 from domino_train.method.module import DominoLitModule
 from domino_train.method.objectives import sample_anchors
 from domino_train.run.train import drafter_config
-from inference.drafter.block_mask import anchor_block_mask
+from inference.drafter.block_mask import anchor_block_groups, anchor_block_mask
 from inference.precision import resolve_training_precision, training_target_dtype
 
 
@@ -93,10 +93,10 @@ def main() -> None:
         "input_ids": torch.randint(0, vocab, (b, t), generator=g),
         "loss_mask": torch.zeros(b, t, dtype=torch.long),
         "attention_mask": torch.ones(b, t, dtype=torch.long),
-        "features": torch.randn(b, t, config.num_context_features * config.hidden_size, generator=g),
+        "features": torch.randn(b, t, config.num_context_features * config.hidden_size, generator=g).bfloat16(),
     }
     batch["loss_mask"][:, int(t * (1 - args.assistant)) :] = 1
-    opt = torch.optim.AdamW(drafter.parameters(), lr=1e-4)
+    opt = module.optimizer()
 
     def full_step() -> None:
         r = module._step(batch, torch.Generator().manual_seed(1))
@@ -116,13 +116,14 @@ def main() -> None:
         loss = sum(F.cross_entropy(logits, labels) for _ in range(heads))
         loss.backward()
 
-    fused = drafter.backbone.fuse(batch["features"]).detach().requires_grad_(True)  # fc is counted in "rest"
+    fused = drafter.backbone.fuse(batch["features"].float()).detach().requires_grad_(True)  # fc is counted in "rest"
 
     def layers_part() -> None:
         positions = torch.arange(t).expand(b, t)
         context = drafter.backbone.context_kv(fused, positions)
         bs = config.block_size
-        mask = anchor_block_mask(anchors, t, bs)
+        groups = train["anchor_groups"]
+        mask = anchor_block_groups(anchors, t, bs, groups) if groups > 1 else anchor_block_mask(anchors, t, bs)
         block_ids = torch.full((b, anchors.shape[1], bs), config.mask_token_id)
         embeds = drafter.embed(block_ids.view(b, -1)).detach()
         pos = (anchors.clamp(min=0).unsqueeze(-1) + torch.arange(bs)).view(b, -1)

@@ -20,6 +20,7 @@ from dataclasses import dataclass
 
 import torch
 
+from domino_train.method.log_probs import log_probs_at
 from domino_train.method.objectives import BlockTargets
 from inference.drafter.draft_vocab import DraftVocab
 
@@ -63,12 +64,6 @@ def weighted_mean(per_position: torch.Tensor, targets: BlockTargets) -> torch.Te
     return (per_position * w).sum() / w.sum().clamp(min=1e-8)
 
 
-def weighted_ce(logits: torch.Tensor, targets: BlockTargets) -> torch.Tensor:
-    """sum(w * CE) / sum(w) over all draft positions of all blocks (fp32)."""
-    logq = logits.float().log_softmax(-1)
-    return weighted_mean(-logq.gather(-1, targets.labels.unsqueeze(-1)).squeeze(-1), targets)
-
-
 class BlockLoss:
     """`ce * CE(label) + kl * KL(target || drafter) + tv * TV(target, drafter)` per draft position.
 
@@ -92,21 +87,25 @@ class BlockLoss:
 
     def __call__(
         self, logits: torch.Tensor, targets: BlockTargets, dist: TargetDistribution | None = None
-    ) -> tuple[torch.Tensor, torch.Tensor]:
-        """(the loss, the CE alone: reported whatever the mix)."""
-        logq = logits.float().log_softmax(-1)
-        ce = -logq.gather(-1, targets.labels.unsqueeze(-1)).squeeze(-1)
-        per_position = self.weights["ce"] * ce
+    ) -> PositionLoss:
+        """The loss over `logits` [..., D, V], with the CE alone and the greedy drafts for the metrics."""
+        ids = targets.labels.unsqueeze(-1)
         if self.needs_distribution:
             if dist is None:
                 raise ValueError(f"train.loss ({self}) needs the target's distribution; none was given")
-            per_position = per_position + self._distances(logq, dist)
-        return weighted_mean(per_position, targets), weighted_mean(ce.detach(), targets)
+            ids = torch.cat([ids, dist.ids.to(ids.dtype)], dim=-1)
+        logq, greedy = log_probs_at(logits, ids)
+        ce = -logq[..., 0]
+        per_position = self.weights["ce"] * ce
+        if self.needs_distribution:
+            per_position = per_position + self._distances(logq[..., 1:], dist)
+        return PositionLoss(weighted_mean(per_position, targets), weighted_mean(ce.detach(), targets), greedy)
 
-    def _distances(self, logq: torch.Tensor, dist: TargetDistribution) -> torch.Tensor:
+    def _distances(self, logq_k: torch.Tensor, dist: TargetDistribution) -> torch.Tensor:
+        """KL and TV between the coarsened distributions, from the drafter's log-probs at the target's top-k."""
         inside = torch.isfinite(dist.logprobs)
         p = dist.logprobs.exp()  # 0 outside the draft vocabulary
-        logq_k = logq.gather(-1, dist.ids).masked_fill(~inside, 0.0)
+        logq_k = logq_k.masked_fill(~inside, 0.0)
         q = logq_k.exp() * inside
         p_rest, q_rest = (1 - p.sum(-1)).clamp(min=0), (1 - q.sum(-1)).clamp(min=0)
         out = torch.zeros_like(p_rest)
@@ -119,6 +118,26 @@ class BlockLoss:
         return out
 
 
+@dataclass
+class PositionLoss:
+    """One set of logits scored: the loss, its CE alone (reported whatever the mix), the greedy drafts."""
+
+    loss: torch.Tensor
+    ce: torch.Tensor
+    greedy: torch.Tensor  # [..., D] argmax ids in the drafter's logit space (for the metrics)
+
+
+@dataclass
+class DominoLoss:
+    """`loss = lam * L(base) + (1 - lam) * L(final)`, the two CEs and both logits' greedy drafts."""
+
+    loss: torch.Tensor
+    ce_base: torch.Tensor
+    ce_final: torch.Tensor
+    greedy_base: torch.Tensor
+    greedy_final: torch.Tensor
+
+
 def domino_loss(
     base: torch.Tensor,
     final: torch.Tensor | None,
@@ -126,15 +145,14 @@ def domino_loss(
     lam: float,
     loss: BlockLoss | None = None,
     dist: TargetDistribution | None = None,
-) -> tuple[torch.Tensor, torch.Tensor, torch.Tensor]:
-    """(loss, CE(base), CE(final)) with `loss = lam * L(base) + (1 - lam) * L(final)`, L the `BlockLoss`
-    (CE alone by default).
+) -> DominoLoss:
+    """`lam * L(base) + (1 - lam) * L(final)`, L the `BlockLoss` (CE alone by default).
 
     `final=None` is a drafter without head (DFlash): it trains on L(base) alone, whatever `lam` is.
     """
     loss = loss or BlockLoss()
-    l_base, ce_base = loss(base, targets, dist)
+    b = loss(base, targets, dist)
     if final is None:
-        return l_base, ce_base, ce_base
-    l_final, ce_final = loss(final, targets, dist)
-    return lam * l_base + (1 - lam) * l_final, ce_base, ce_final
+        return DominoLoss(b.loss, b.ce, b.ce, b.greedy, b.greedy)
+    f = loss(final, targets, dist)
+    return DominoLoss(lam * b.loss + (1 - lam) * f.loss, b.ce, f.ce, b.greedy, f.greedy)

@@ -62,6 +62,7 @@ class DominoLitModule(L.LightningModule):
         warmup_ratio: float = 0.04,
         min_lr_ratio: float = 0.0,
         flex_attention: str = "auto",
+        anchor_groups: int = 1,
         seed: int = 0,
         init: str = "random",
         loss: dict[str, float] | None = None,
@@ -70,6 +71,8 @@ class DominoLitModule(L.LightningModule):
         super().__init__()
         if causal_input not in CAUSAL_INPUTS:
             raise ValueError(f"causal_input must be one of {CAUSAL_INPUTS}, got {causal_input!r}")
+        if anchor_groups < 1:
+            raise ValueError(f"train.anchor_groups must be >= 1, got {anchor_groups}")
         if init not in INITS:
             raise ValueError(f"drafter.init must be one of {INITS}, got {init!r}")
         lambda_at(0, 1, lambda_start, decay_ratio, curriculum)  # validates the curriculum name now
@@ -125,11 +128,18 @@ class DominoLitModule(L.LightningModule):
         print(f"draft vocabulary: {report}")
         return report
 
+    def optimizer(self) -> torch.optim.AdamW:
+        """AdamW over the drafter's parameters; fused (one kernel over all of them) where torch has one for
+        the device: on a 2-core CPU the per-tensor loop cost 2.7x as long (docs/results/train_step.md)."""
+        hp = self.hparams
+        fused = next(self.drafter.parameters()).device.type in ("cpu", "cuda")
+        return torch.optim.AdamW(
+            self.drafter.parameters(), lr=hp.lr, betas=tuple(hp.betas), weight_decay=hp.weight_decay, fused=fused
+        )
+
     def configure_optimizers(self) -> dict[str, Any]:
         hp = self.hparams
-        opt = torch.optim.AdamW(
-            self.drafter.parameters(), lr=hp.lr, betas=tuple(hp.betas), weight_decay=hp.weight_decay
-        )
+        opt = self.optimizer()
         total = max(int(self.trainer.estimated_stepping_batches), 1)
         sched = torch.optim.lr_scheduler.LambdaLR(
             opt, lambda step: warmup_cosine(step, total, hp.warmup_ratio, hp.min_lr_ratio)
@@ -154,7 +164,10 @@ class DominoLitModule(L.LightningModule):
         features, next_ids = batch.get("features"), batch.get("next_ids")
         top = (batch["topk_ids"], batch["topk_logprobs"]) if "topk_ids" in batch else None
         if features is not None:  # a cache stores bf16 whatever the drafter trains in
-            features = features.to(self.drafter.backbone.fc.weight.dtype)
+            kind = features.device.type
+            autocast_dtype = torch.get_autocast_dtype(kind) if torch.is_autocast_enabled(kind) else None
+            if features.dtype != autocast_dtype:  # (under bf16 autocast fc reads bf16: no round trip via fp32)
+                features = features.to(self.drafter.backbone.fc.weight.dtype)
         else:
             with torch.no_grad():
                 ids = batch["input_ids"]
@@ -188,7 +201,9 @@ class DominoLitModule(L.LightningModule):
         dist: TargetDistribution | None = None
         if self.loss.needs_distribution:
             dist = block_distribution(*top, anchors, self.config.num_draft_tokens, self.drafter.vocab)
-        hidden = self.drafter.forward_blocks(features, ids, anchors, use_flex=self._use_flex())
+        hidden = self.drafter.forward_blocks(
+            features, ids, anchors, use_flex=self._use_flex(), anchor_groups=self.hparams.anchor_groups
+        )
         if self.drafter.head is not None and self.hparams.causal_input == "ttt":
             logits = self.drafter.rollout_logits(hidden, targets.causal_tokens[..., 0])
         else:
@@ -196,15 +211,15 @@ class DominoLitModule(L.LightningModule):
         has_head = self.drafter.head is not None
         lam = self.lambda_t() if has_head else 1.0
         final = logits.final if has_head else None
-        loss, ce_base, ce_final = domino_loss(logits.base, final, targets, lam, self.loss, dist)
-        acc_base, tau_base = acceptance_stats(logits.base, targets)
-        acc_final, tau_final = acceptance_stats(logits.final, targets)
+        scored = domino_loss(logits.base, final, targets, lam, self.loss, dist)
+        acc_base, tau_base = acceptance_stats(scored.greedy_base, targets)
+        acc_final, tau_final = acceptance_stats(scored.greedy_final, targets)
         if "source" in batch and self._val_by_source is not None and not self.training:
-            self._val_by_source.add(batch["source"], logits.base, logits.final, targets)
+            self._val_by_source.add(batch["source"], scored.greedy_base, scored.greedy_final, targets)
         return dict(
-            loss=loss,
-            ce_base=ce_base,
-            ce_final=ce_final,
+            loss=scored.loss,
+            ce_base=scored.ce_base,
+            ce_final=scored.ce_final,
             lam=lam,
             tau_base=tau_base,
             tau_final=tau_final,

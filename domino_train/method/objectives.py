@@ -95,33 +95,35 @@ def restrict_to_draft_vocab(targets: BlockTargets, vocab: DraftVocab) -> BlockTa
     )
 
 
-def _correct(logits: torch.Tensor, targets: BlockTargets) -> torch.Tensor:
+def _correct(greedy: torch.Tensor, targets: BlockTargets) -> torch.Tensor:
     """[b, A, D] bool: the greedy draft equals its valid label (one inside the draft vocabulary)."""
-    correct = (logits.argmax(-1) == targets.labels) & targets.valid
+    correct = (greedy == targets.labels) & targets.valid
     if targets.in_vocab is not None:  # a label outside the draft vocabulary can never be drafted
         correct &= targets.in_vocab
     return correct
 
 
 @torch.no_grad()
-def accepted_runs(logits: torch.Tensor, targets: BlockTargets) -> tuple[torch.Tensor, torch.Tensor]:
+def accepted_runs(greedy: torch.Tensor, targets: BlockTargets) -> tuple[torch.Tensor, torch.Tensor]:
     """Each block's run of leading right drafts [b, A] (what a greedy chain would accept), and which blocks
-    count [b, A] (those whose first label is valid)."""
-    return _correct(logits, targets).long().cumprod(-1).sum(-1), targets.valid[..., 0]
+    count [b, A] (those whose first label is valid). `greedy` [b, A, D]: the argmax of the draft logits
+    (`losses.PositionLoss.greedy`)."""
+    return _correct(greedy, targets).long().cumprod(-1).sum(-1), targets.valid[..., 0]
 
 
 @torch.no_grad()
-def acceptance_stats(logits: torch.Tensor, targets: BlockTargets) -> tuple[torch.Tensor, torch.Tensor]:
-    """Per-position greedy accuracy [D] and the simulated chain acceptance length tau (a scalar).
+def acceptance_stats(greedy: torch.Tensor, targets: BlockTargets) -> tuple[torch.Tensor, torch.Tensor]:
+    """Per-position greedy accuracy [D] and the simulated chain acceptance length tau (a scalar) of the
+    greedy drafts [b, A, D].
 
     tau = 1 + the number of leading draft tokens equal to the ground truth (bonus included, the SGLang
     convention), averaged over blocks whose first label is valid; a block's run stops at its first
     invalid label.
     """
-    correct = _correct(logits, targets)
+    correct = _correct(greedy, targets)
     valid_count = targets.valid.flatten(0, -2).sum(0).clamp(min=1)
     per_position = correct.flatten(0, -2).sum(0) / valid_count
-    run, blocks = accepted_runs(logits, targets)
+    run, blocks = accepted_runs(greedy, targets)
     tau = 1 + run[blocks].float().mean() if blocks.any() else torch.tensor(1.0)
     return per_position, tau
 

@@ -3,7 +3,7 @@
 A drafter trained mostly on chat can accept well on chat and poorly on code; one validation average hides
 that. The data modules tag each validation row with its source (`Rows.sources`: the part of the row's id
 before its first "/", the source's name in `domino-data`), and this accumulator sums each source's blocks
-over the validation epoch: block-weighted tau of the base and the final logits, reduced over all ranks.
+over the validation epoch: block-weighted tau of the base and the final logits' greedy drafts, reduced over all ranks.
 """
 
 from __future__ import annotations
@@ -24,7 +24,8 @@ class SourceTau:
 
     @torch.no_grad()
     def add(self, source: torch.Tensor, base: torch.Tensor, final: torch.Tensor, targets: BlockTargets) -> None:
-        """The batch's blocks, each counted for its row's source ([b] indices into `sources`)."""
+        """The batch's blocks, each counted for its row's source ([b] indices into `sources`); `base`,
+        `final`: the greedy drafts [b, A, D] of the base and the final logits."""
         run_base, blocks = accepted_runs(base, targets)
         run_final, _ = accepted_runs(final, targets)
         of_block = source.to(blocks.device).unsqueeze(-1).expand_as(blocks)[blocks]

@@ -48,7 +48,8 @@ class DFlashBackbone(nn.Module):
     ) -> torch.Tensor:
         """Normed hidden states [b, q, H] of the block slots, attending to `context` and to each other.
 
-        `mask` is None (decoding: one block that sees the whole context) or the training anchor mask.
+        `mask` is None (decoding: one block that sees the whole context) or the training anchor mask, whole
+        or by anchor groups (`block_mask`).
         """
         cos, sin = self.rotary(block_positions, block_embeds.dtype)
         x = block_embeds

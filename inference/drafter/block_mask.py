@@ -7,10 +7,15 @@ verified when that block would be drafted at serving time) and every slot of its
 itself, so its rows stay finite, and its loss weight must be zero.
 
 `anchor_block_mask` is the SDPA form (a boolean tensor, True = attend) and the reference; on CUDA,
-`anchor_flex_block_mask` gives the same mask as a flex-attention `BlockMask`.
+`anchor_flex_block_mask` gives the same mask as a flex-attention `BlockMask`. On a CPU, whose SDPA kernel
+computes every masked tile, `anchor_block_groups` cuts the same attention into groups of consecutive
+anchors: a group's queries attend only to the context before its last anchor and to its own blocks, so
+the tiles every query of the group would mask are never computed.
 """
 
 from __future__ import annotations
+
+from dataclasses import dataclass
 
 import torch
 
@@ -42,3 +47,30 @@ def anchor_flex_block_mask(anchors: torch.Tensor, context_len: int, block_size: 
         return sees_ctx | sees_blk
 
     return create_block_mask(mask_mod, b, None, n_q, context_len + n_q, device=anchors.device)
+
+
+@dataclass
+class AnchorGroup:
+    """One group of consecutive anchor blocks: its query slots (also its block keys), the context length it
+    can see (its last anchor) and its mask [b, 1, q, context + q] in `anchor_block_mask`'s form."""
+
+    slots: slice
+    context_len: int
+    mask: torch.Tensor
+
+
+def anchor_block_groups(anchors: torch.Tensor, context_len: int, block_size: int, num_groups: int) -> list[AnchorGroup]:
+    """`anchor_block_mask` cut into at most `num_groups` groups of consecutive anchors.
+
+    Anchors must ascend within each row with padding (-1) last, as `sample_anchors` draws them: then a
+    group sees no context past the largest anchor in it, in any row.
+    """
+    b, num_blocks = anchors.shape
+    per = -(-num_blocks // max(1, min(num_groups, num_blocks)))
+    groups = []
+    for start in range(0, num_blocks, per):
+        group = anchors[:, start : start + per]
+        seen = min(int(group.max()), context_len) if group.numel() else 0
+        slots = slice(start * block_size, (start + group.shape[1]) * block_size)
+        groups.append(AnchorGroup(slots, max(seen, 0), anchor_block_mask(group, max(seen, 0), block_size)))
+    return groups

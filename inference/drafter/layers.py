@@ -166,14 +166,28 @@ class DraftAttention(nn.Module):
         """x: block states [b, q, H] (already normed); ctx_k/ctx_v: [b, kv_heads, c, d]."""
         q = apply_rope(self.q_norm(self._heads(self.q_proj(x), self.num_heads)), cos, sin)
         k_blk, v_blk = self.project_kv(x, cos, sin)
-        k = torch.cat([ctx_k, k_blk], dim=2)
-        v = torch.cat([ctx_v, v_blk], dim=2)
-        if BlockMask is not None and isinstance(mask, BlockMask):
-            out = block_flex_attention(q, k, v, mask, enable_gqa=self.num_kv_heads != self.num_heads)
-        else:
-            out = F.scaled_dot_product_attention(
-                q, k, v, attn_mask=mask, enable_gqa=self.num_kv_heads != self.num_heads
+        gqa = self.num_kv_heads != self.num_heads
+        if isinstance(mask, list):  # anchor groups (`block_mask.anchor_block_groups`)
+            out = torch.cat(
+                [
+                    F.scaled_dot_product_attention(
+                        q[:, :, g.slots],
+                        torch.cat([ctx_k[:, :, : g.context_len], k_blk[:, :, g.slots]], dim=2),
+                        torch.cat([ctx_v[:, :, : g.context_len], v_blk[:, :, g.slots]], dim=2),
+                        attn_mask=g.mask,
+                        enable_gqa=gqa,
+                    )
+                    for g in mask
+                ],
+                dim=2,
             )
+        else:
+            k = torch.cat([ctx_k, k_blk], dim=2)
+            v = torch.cat([ctx_v, v_blk], dim=2)
+            if BlockMask is not None and isinstance(mask, BlockMask):
+                out = block_flex_attention(q, k, v, mask, enable_gqa=gqa)
+            else:
+                out = F.scaled_dot_product_attention(q, k, v, attn_mask=mask, enable_gqa=gqa)
         b, _, n, _ = out.shape
         return self.o_proj(out.transpose(1, 2).reshape(b, n, self.num_heads * self.head_dim))
 

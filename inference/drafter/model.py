@@ -18,7 +18,7 @@ import torch
 from torch import nn
 
 from inference.drafter.backbone import DFlashBackbone
-from inference.drafter.block_mask import anchor_block_mask, anchor_flex_block_mask
+from inference.drafter.block_mask import anchor_block_groups, anchor_block_mask, anchor_flex_block_mask
 from inference.drafter.checkpoint import load_checkpoint, read_config, read_config_json, save_checkpoint
 from inference.drafter.config import DrafterConfig
 from inference.drafter.draft_cache import DraftKVCache
@@ -91,13 +91,20 @@ class DominoDrafter(nn.Module):
 
     # --------------------------------------------------------------------------- training
     def forward_blocks(
-        self, features: torch.Tensor, input_ids: torch.Tensor, anchors: torch.Tensor, use_flex: bool = False
+        self,
+        features: torch.Tensor,
+        input_ids: torch.Tensor,
+        anchors: torch.Tensor,
+        use_flex: bool = False,
+        anchor_groups: int = 1,
     ) -> torch.Tensor:
         """Hidden states [b, A, B, H] of A anchor blocks per sequence, all in one forward.
 
         features [b, T, K*H]: target features of the whole sequence; input_ids [b, T]; anchors [b, A]
-        (negative = padding block). Block of anchor a = `[input_ids[a], MASK x (B-1)]` at positions
-        a..a+B-1, seeing context strictly before a (see `block_mask`).
+        (negative = padding block), ascending with padding last (`sample_anchors`) when `anchor_groups` > 1.
+        Block of anchor a = `[input_ids[a], MASK x (B-1)]` at positions a..a+B-1, seeing context strictly
+        before a (see `block_mask`). The attention runs as a flex-attention `BlockMask` (`use_flex`), in
+        `anchor_groups` SDPA calls over groups of consecutive anchors, or as one SDPA call: the same result.
         """
         b, t = input_ids.shape
         num_blocks, bs = anchors.shape[1], self.config.block_size
@@ -108,7 +115,12 @@ class DominoDrafter(nn.Module):
         fused = self.backbone.fuse(features)
         ctx_positions = torch.arange(t, device=input_ids.device).expand(b, t)
         context = self.backbone.context_kv(fused, ctx_positions)
-        mask = (anchor_flex_block_mask if use_flex else anchor_block_mask)(anchors, t, bs)
+        if use_flex:
+            mask = anchor_flex_block_mask(anchors, t, bs)
+        elif anchor_groups > 1:
+            mask = anchor_block_groups(anchors, t, bs, anchor_groups)
+        else:
+            mask = anchor_block_mask(anchors, t, bs)
         embeds = self.embed(block_ids.view(b, -1)).to(fused.dtype)
         hidden = self.backbone(embeds, positions.view(b, -1), context, mask)
         return hidden.view(b, num_blocks, bs, -1)
@@ -135,7 +147,8 @@ class DominoDrafter(nn.Module):
         )
         p = self.config.pure_draft_prefix_len
         corrected = base[..., p:, :] + self.head.correction(h[..., p:, :], states[..., p:, :])
-        return BlockLogits(base=base, final=torch.cat([base[..., :p, :], corrected], dim=-2))
+        final = torch.cat([base[..., :p, :], corrected], dim=-2) if p else corrected  # (a cat would copy it)
+        return BlockLogits(base=base, final=final)
 
     def rollout_logits(self, hidden: torch.Tensor, root_ids: torch.Tensor) -> BlockLogits:
         """Base and final logits with the GRU fed the drafter's own greedy drafts, as at inference.

@@ -66,7 +66,7 @@ def test_labels_outside_the_draft_vocabulary_weigh_zero_but_count_as_misses():
     assert r.weights[0, 0, 1] == 0 and r.weights[0, 0, 0] > 0
     logits = torch.full((1, 1, 3, 2), -9.0)
     logits[0, 0, :, 0] = 9.0  # always drafts target id 1: right, then (target 2 is unreachable) wrong
-    per_position, tau = acceptance_stats(logits, r)
+    per_position, tau = acceptance_stats(logits.argmax(-1), r)
     assert per_position.tolist() == [1.0, 0.0, 0.0] and tau.item() == 2.0
 
 
@@ -79,7 +79,7 @@ def test_acceptance_stats():
         logits[0, 0, j, tok] = 9.0
     for j, tok in enumerate([0, 6, 7]):
         logits[0, 1, j, tok] = 9.0
-    per_position, tau = acceptance_stats(logits, t)
+    per_position, tau = acceptance_stats(logits.argmax(-1), t)
     assert per_position.tolist() == [0.5, 1.0, 0.5] and tau.item() == pytest.approx(2.0)
 
 

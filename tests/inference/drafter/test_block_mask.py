@@ -72,3 +72,36 @@ def test_flex_attention_agrees_with_sdpa(qwen_target, make_drafter):
         flex = drafter.forward_blocks(feats, ids, anchors, use_flex=True)
         sdpa = drafter.forward_blocks(feats, ids, anchors)
     torch.testing.assert_close(flex[:, :2], sdpa[:, :2], rtol=1e-4, atol=1e-5)
+
+
+def test_anchor_groups_compute_what_the_dense_mask_computes(qwen_target, make_drafter):
+    drafter, _, _ = _setup(make_drafter, qwen_target)
+    torch.manual_seed(2)
+    ids = torch.randint(0, 500, (2, 24))
+    feats = qwen_target(ids, layer_ids=drafter.config.target_layer_ids).features
+    anchors = torch.tensor([[1, 4, 10, 15, 19], [3, 6, 7, -1, -1]])  # ascending, padding last
+    dense = drafter.forward_blocks(feats, ids, anchors)
+    dense.square().sum().backward()
+    layers = [p for p in drafter.backbone.parameters() if p.grad is not None]
+    dense_grads = [p.grad.clone() for p in layers]
+    drafter.zero_grad()
+    for groups in (2, 3, 5, 9):
+        out = drafter.forward_blocks(feats, ids, anchors, anchor_groups=groups)
+        torch.testing.assert_close(out[anchors >= 0], dense[anchors >= 0], rtol=1e-5, atol=1e-5)
+        out.square().sum().backward()
+        for p, g in zip(layers, dense_grads, strict=True):
+            torch.testing.assert_close(p.grad, g, rtol=1e-3, atol=1e-4)  # fp32 sums in another order
+        drafter.zero_grad()
+
+
+def test_a_group_sees_no_context_past_its_last_anchor():
+    from inference.drafter.block_mask import anchor_block_groups
+
+    anchors = torch.tensor([[2, 5, 9, 12], [1, 3, -1, -1]])
+    groups = anchor_block_groups(anchors, context_len=16, block_size=2, num_groups=2)
+    assert [(g.slots, g.context_len) for g in groups] == [(slice(0, 4), 5), (slice(4, 8), 12)]
+    dense = anchor_block_mask(anchors, 16, 2)
+    for g in groups:  # the dense mask's rows of the group: nothing visible past the group's context
+        rows = dense[:, :, g.slots]
+        assert not rows[..., g.context_len : 16].any()
+        assert torch.equal(g.mask[..., : g.context_len], rows[..., : g.context_len])
