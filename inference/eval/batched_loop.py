@@ -1,11 +1,15 @@
 """Decoding runs at concurrency above 1: a set's prompts decoded by `BatchedDecoder`, N sequences at a time.
 
-All of a set's requests arrive at once (an offline throughput benchmark): each method decodes every prompt
-of a turn in one continuous batch of N rows, a finished row takes the next waiting prompt, and the batch
-drains at the end. That (method, turn) over the whole set is the unit of work, of timing and of resuming:
-its wall time is stored with its records (`Record.batch`), and throughput = output tokens / wall time.
+All of a set's requests arrive at once (an offline throughput benchmark), in waves: a turn's prompts are cut
+into waves of `interleave` x N prompts (one wave when `interleave` is 0), and within a wave every method in
+turn decodes the wave's prompts in one continuous batch of N rows (a finished row takes the next waiting
+prompt; the batch drains at the end). The methods take turns wave by wave so that the machine's speed,
+which drifts by a third within minutes on a shared VM, weighs on every method alike; a method that ran the
+whole set in one go compared its throughput with another method's at another time. A (method, turn,
+wave) is the unit of work, of timing and of resuming: its wall time is stored with its records
+(`Record.batch`), and throughput = output tokens / the summed wall time of a method's units.
 
-Turns go in order and, within a turn, methods in order. Multi-turn prompts carry one reply per turn as
+Turns go in order and, within a turn, waves and then methods in order. Multi-turn prompts carry one reply per turn as
 history, the same for every method: the batch-1 run's first method's reply where the run also decoded at
 concurrency 1 (so every arm of the run sees identical prompts), else this concurrency's first method's.
 Generation i draws from the generator seeded as in the batch-1 loop (`inference.eval.loop`), so at T > 0
@@ -44,16 +48,18 @@ def run_dataset_batched(
     on_records: Callable[[list[Record]], None] | None = None,
     reference: list[Record] | None = None,
     noise_window: int | None = None,
+    interleave: int = 0,
 ) -> list[Record]:
     """Every method over `prompts` at `concurrency`; one `Record` per method, prompt and turn.
 
-    `done`: this set's records a resumed run holds at this concurrency (finished (method, turn) units are
-    not rerun); `on_records` receives each newly finished unit's records. `reference`: this set's batch-1
+    `interleave`: waves of `interleave` x `concurrency` prompts, the methods taking turns wave by wave (0:
+    one wave). `done`: this set's records a resumed run holds at this concurrency (a unit whose prompts all
+    have one is not rerun); `on_records` receives each newly finished unit's records. `reference`: this set's batch-1
     records when the run has them (their first method's replies are the history, their `ar` the lossless
     reference). `noise_window`: check the outputs against `ar` (greedy runs), as the batch-1 loop does."""
-    held: dict[tuple[str, int], list[Record]] = {}
-    for r in done or []:
-        held.setdefault((r.method, r.turn), []).append(r)
+    if interleave < 0:
+        raise ValueError(f"interleave must be >= 0 (0 = one wave per turn), got {interleave}")
+    held = {(r.method, r.turn, r.prompt_id): r for r in done or []}
     first_index, index = {}, 0
     for prompt in prompts:
         first_index[prompt.id] = index
@@ -71,27 +77,33 @@ def run_dataset_batched(
             messages[p.id].append({"role": "user", "content": p.turns[turn]})
             turn_ids[(p.id, turn)] = target.chat_ids(messages[p.id])
         fresh: list[list[Record]] = []
-        for method, decoder in decoders.items():
-            unit = held.get((method, turn))
-            if unit is None:
-                unit = _decode_unit(
-                    dataset,
-                    method,
-                    decoder,
-                    live,
-                    turn,
-                    turn_ids,
-                    first_index,
-                    target,
-                    max_new_tokens,
-                    concurrency,
-                    seed,
-                    _references(expected, live, turn) if checking else None,
-                )
-                fresh.append(unit)
-            records += unit
-            if method == first:
-                replies = {(r.prompt_id, r.turn): r.text for r in unit if not r.skipped} | replies
+        size = interleave * concurrency or len(live)
+        for wave_index, start in enumerate(range(0, len(live), size)):
+            wave = live[start : start + size]
+            for method, decoder in decoders.items():
+                unit = [held[(method, turn, p.id)] for p in wave if (method, turn, p.id) in held]
+                todo = [p for p in wave if (method, turn, p.id) not in held]
+                if todo:
+                    decoded = _decode_unit(
+                        dataset,
+                        method,
+                        decoder,
+                        todo,
+                        turn,
+                        turn_ids,
+                        first_index,
+                        target,
+                        max_new_tokens,
+                        concurrency,
+                        seed,
+                        f"{method}/turn{turn}/wave{wave_index}",
+                        _references(expected, todo, turn) if checking else None,
+                    )
+                    fresh.append(decoded)
+                    unit += decoded
+                records += unit
+                if method == first:
+                    replies = {(r.prompt_id, r.turn): r.text for r in unit if not r.skipped} | replies
         if checking and fresh:
             _check([r for unit in fresh for r in unit], expected, turn_ids, decoders, max_new_tokens, noise_window)
         for unit in fresh:
@@ -117,11 +129,12 @@ def _decode_unit(
     max_new_tokens: int,
     concurrency: int,
     seed: int,
+    unit_id: str,
     references: Mapping[str, list[int]] | None = None,
 ) -> list[Record]:
-    """One method over every prompt's turn `turn` in one batched run; a prompt too long for the context gets
-    a skipped record, as in the batch-1 loop. `references`: prompt id -> its batch-1 `ar` output, which the
-    run compares its rows with (each record's `probe`)."""
+    """One method over `prompts`' turn `turn` in one batched run (`unit_id` names it in the records); a prompt
+    too long for the context gets a skipped record, as in the batch-1 loop. `references`: prompt id -> its
+    batch-1 `ar` output, which the run compares its rows with (each record's `probe`)."""
     records, fits = [], []
     for p in prompts:
         try:
@@ -139,7 +152,7 @@ def _decode_unit(
     start = time.perf_counter()
     expected = [(references or {}).get(p.id) for p in fits]
     gens = batched.generate([turn_ids[(p.id, turn)] for p in fits], max_new_tokens, generators, expected)
-    batch = {"id": f"{method}/turn{turn}", "wall_s": time.perf_counter() - start}
+    batch = {"id": unit_id, "wall_s": time.perf_counter() - start}
     for p, gen in zip(fits, gens, strict=True):
         text = target.tokenizer.decode(gen.tokens, skip_special_tokens=True)
         records.append(
@@ -159,11 +172,11 @@ def _decode_unit(
         )
     tokens = sum(len(g.tokens) for g in gens)
     log.info(
-        "%s | %s@%d turn %d: %d prompts, %d tokens in %.1f s (%.1f tok/s)",
+        "%s | %s@%d %s: %d prompts, %d tokens in %.1f s (%.1f tok/s)",
         dataset,
         method,
         concurrency,
-        turn + 1,
+        unit_id.split("/", 1)[1],
         len(fits),
         tokens,
         batch["wall_s"],

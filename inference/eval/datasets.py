@@ -77,5 +77,6 @@ def run_benchmarks(
                 on_records=on_records,
                 reference=batch1 or None,
                 noise_window=noise_window,
+                interleave=cfg.interleave,
             )
     return records

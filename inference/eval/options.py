@@ -14,7 +14,7 @@ from inference.decoding.sampling import SamplingParams
 from inference.eval.concurrency import concurrency_levels
 
 # (key, least value, null allowed): counts checked before anything loads
-COUNTS = (("max_new_tokens", 1, False), ("max_turns", 1, True), ("warmup_tokens", 0, False))
+COUNTS = (("max_new_tokens", 1, False), ("max_turns", 1, True), ("warmup_tokens", 0, False), ("interleave", 0, False))
 
 
 @dataclass(frozen=True)
@@ -73,7 +73,7 @@ def method_options(cfg: DictConfig, methods: list[str]) -> MethodOptions:
 def measured_settings(cfg: DictConfig) -> dict[str, Any]:
     """What the records of a run depend on: a resumed run must match it (threads, progress and warm-up not)."""
     keys = ("target", "drafter_path", "baseline_drafter_path", "methods", "verify", "cuda_graph", "chain", "tree")
-    keys += ("bench", "concurrency")
+    keys += ("bench", "concurrency", "interleave")
     keys += ("bench_data", "max_turns", "max_new_tokens", "temperature", "top_k", "top_p", "seed", "max_context")
     got = {k: OmegaConf.to_container(cfg[k], resolve=True) if OmegaConf.is_config(cfg[k]) else cfg[k] for k in keys}
     got["bench_data"] = {k: v for k, v in got["bench_data"].items() if v}  # only the sets given a copy

@@ -96,11 +96,40 @@ def test_a_batched_run_resumes_by_method_and_turn(drafter_path, tmp_path, monkey
     )
 
 
+def test_methods_take_turns_wave_by_wave_and_emit_what_they_emit_in_one_batch(drafter_path, tmp_path, monkeypatch):
+    overrides = [f"drafter_path={drafter_path}", "methods=[ar,domino]", "bench=[humaneval:5]", "concurrency=2"]
+    one_batch = decode.run(_cfg(*overrides, "interleave=0"), tmp_path / "one")
+    units, real_append = [], RecordLog.append
+
+    def note(self, records):
+        batch = [r.batch for r in records if r.batch]
+        units.append((records[0].method, records[0].concurrency, len(records), batch[0]["id"] if batch else None))
+        real_append(self, records)
+
+    monkeypatch.setattr(RecordLog, "append", note)
+    waves = decode.run(_cfg(*overrides, "interleave=1"), tmp_path / "waves")
+    batched = [u for u in units if u[1] == 2]  # waves of 1 x 2 prompts: 2, 2, 1; every method per wave
+    assert batched == [
+        ("ar", 2, 2, "ar/turn0/wave0"),
+        ("domino", 2, 2, "domino/turn0/wave0"),
+        ("ar", 2, 2, "ar/turn0/wave1"),
+        ("domino", 2, 2, "domino/turn0/wave1"),
+        ("ar", 2, 1, "ar/turn0/wave2"),
+        ("domino", 2, 1, "domino/turn0/wave2"),
+    ]
+    keys = ("method", "prompt_id", "turn", "tokens")
+    rows = sorted([r[k] for k in keys] for r in _rows(tmp_path / "one"))
+    assert rows == sorted([r[k] for k in keys] for r in _rows(tmp_path / "waves"))
+    for report in (one_batch, waves):
+        assert report["results"]["humaneval"]["domino@2"]["lossless"]
+
+
 @pytest.mark.parametrize(
     ("overrides", "message"),
     [
         (["concurrency=0"], "concurrency must be an integer >= 1"),
         (["concurrency=[1,two]"], "concurrency must be an integer >= 1"),
+        (["interleave=-1"], "interleave must be an integer >= 0"),
     ],
 )
 def test_bad_concurrency_is_refused_before_loading(overrides, message, tmp_path):
