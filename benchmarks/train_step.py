@@ -40,7 +40,7 @@ from domino_train import CONF_DIR
 from domino_train.method.module import DominoLitModule
 from domino_train.method.objectives import sample_anchors
 from domino_train.run.train import drafter_config
-from inference.drafter.block_mask import anchor_block_groups, anchor_block_mask
+from inference.drafter.block_mask import anchor_attention_mask
 from inference.precision import resolve_training_precision, training_target_dtype
 
 
@@ -122,8 +122,7 @@ def main() -> None:
         positions = torch.arange(t).expand(b, t)
         context = drafter.backbone.context_kv(fused, positions)
         bs = config.block_size
-        groups = train["anchor_groups"]
-        mask = anchor_block_groups(anchors, t, bs, groups) if groups > 1 else anchor_block_mask(anchors, t, bs)
+        mask = anchor_attention_mask(anchors, t, bs, groups=train["anchor_groups"])
         block_ids = torch.full((b, anchors.shape[1], bs), config.mask_token_id)
         embeds = drafter.embed(block_ids.view(b, -1)).detach()
         pos = (anchors.clamp(min=0).unsqueeze(-1) + torch.arange(bs)).view(b, -1)

@@ -62,7 +62,7 @@ class DominoLitModule(L.LightningModule):
         warmup_ratio: float = 0.04,
         min_lr_ratio: float = 0.0,
         flex_attention: str = "auto",
-        anchor_groups: int = 1,
+        anchor_groups: int = 2,
         seed: int = 0,
         init: str = "random",
         loss: dict[str, float] | None = None,

@@ -16,8 +16,12 @@ the tiles every query of the group would mask are never computed.
 from __future__ import annotations
 
 from dataclasses import dataclass
+from typing import TYPE_CHECKING
 
 import torch
+
+if TYPE_CHECKING:
+    from torch.nn.attention.flex_attention import BlockMask
 
 
 def anchor_block_mask(anchors: torch.Tensor, context_len: int, block_size: int) -> torch.Tensor:
@@ -65,12 +69,24 @@ def anchor_block_groups(anchors: torch.Tensor, context_len: int, block_size: int
     Anchors must ascend within each row with padding (-1) last, as `sample_anchors` draws them: then a
     group sees no context past the largest anchor in it, in any row.
     """
-    b, num_blocks = anchors.shape
+    num_blocks = anchors.shape[1]
     per = -(-num_blocks // max(1, min(num_groups, num_blocks)))
     groups = []
     for start in range(0, num_blocks, per):
         group = anchors[:, start : start + per]
-        seen = min(int(group.max()), context_len) if group.numel() else 0
+        seen = max(0, min(int(group.max()), context_len))
         slots = slice(start * block_size, (start + group.shape[1]) * block_size)
-        groups.append(AnchorGroup(slots, max(seen, 0), anchor_block_mask(group, max(seen, 0), block_size)))
+        groups.append(AnchorGroup(slots, seen, anchor_block_mask(group, seen, block_size)))
     return groups
+
+
+def anchor_attention_mask(
+    anchors: torch.Tensor, context_len: int, block_size: int, use_flex: bool = False, groups: int = 1
+) -> torch.Tensor | list[AnchorGroup] | BlockMask:
+    """The training mask in the form the attention runs it: a flex-attention `BlockMask` (`use_flex`),
+    `groups` anchor groups (`groups` > 1), or the dense boolean mask."""
+    if use_flex:
+        return anchor_flex_block_mask(anchors, context_len, block_size)
+    if groups > 1:
+        return anchor_block_groups(anchors, context_len, block_size, groups)
+    return anchor_block_mask(anchors, context_len, block_size)

@@ -18,7 +18,7 @@ import torch
 from torch import nn
 
 from inference.drafter.backbone import DFlashBackbone
-from inference.drafter.block_mask import anchor_block_groups, anchor_block_mask, anchor_flex_block_mask
+from inference.drafter.block_mask import anchor_attention_mask
 from inference.drafter.checkpoint import load_checkpoint, read_config, read_config_json, save_checkpoint
 from inference.drafter.config import DrafterConfig
 from inference.drafter.draft_cache import DraftKVCache
@@ -115,12 +115,7 @@ class DominoDrafter(nn.Module):
         fused = self.backbone.fuse(features)
         ctx_positions = torch.arange(t, device=input_ids.device).expand(b, t)
         context = self.backbone.context_kv(fused, ctx_positions)
-        if use_flex:
-            mask = anchor_flex_block_mask(anchors, t, bs)
-        elif anchor_groups > 1:
-            mask = anchor_block_groups(anchors, t, bs, anchor_groups)
-        else:
-            mask = anchor_block_mask(anchors, t, bs)
+        mask = anchor_attention_mask(anchors, t, bs, use_flex, anchor_groups)
         embeds = self.embed(block_ids.view(b, -1)).to(fused.dtype)
         hidden = self.backbone(embeds, positions.view(b, -1), context, mask)
         return hidden.view(b, num_blocks, bs, -1)

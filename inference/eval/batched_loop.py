@@ -9,11 +9,11 @@ whole set in one go compared its throughput with another method's at another tim
 wave) is the unit of work, of timing and of resuming: its wall time is stored with its records
 (`Record.batch`), and throughput = output tokens / the summed wall time of a method's units.
 
-Turns go in order and, within a turn, waves and then methods in order. Multi-turn prompts carry one reply per turn as
-history, the same for every method: the batch-1 run's first method's reply where the run also decoded at
-concurrency 1 (so every arm of the run sees identical prompts), else this concurrency's first method's.
-Generation i draws from the generator seeded as in the batch-1 loop (`inference.eval.loop`), so at T > 0
-every sequence samples what it samples alone. Greedy runs with `ar` then check each prompt's outputs
+Turns go in order and, within a turn, waves and then methods in order. Multi-turn prompts carry one reply
+per turn as history, the same for every method: the batch-1 run's first method's reply where the run also
+decoded at concurrency 1 (so every arm of the run sees identical prompts), else this concurrency's first
+method's. Generation i draws from the generator seeded as in the batch-1 loop (`inference.eval.loop`), so at
+T > 0 every sequence samples what it samples alone. Greedy runs with `ar` then check each prompt's outputs
 against its batch-1 `ar` output (`loop.check_divergences`; `inference.eval.datasets` decodes batch-1 `ar`
 for a greedy run). Each batched run is given those outputs, so that a row that parts from its reference
 keeps the logits there (`BatchedDecoder`): the proof's evidence.
@@ -53,12 +53,11 @@ def run_dataset_batched(
     """Every method over `prompts` at `concurrency`; one `Record` per method, prompt and turn.
 
     `interleave`: waves of `interleave` x `concurrency` prompts, the methods taking turns wave by wave (0:
-    one wave). `done`: this set's records a resumed run holds at this concurrency (a unit whose prompts all
-    have one is not rerun); `on_records` receives each newly finished unit's records. `reference`: this set's batch-1
-    records when the run has them (their first method's replies are the history, their `ar` the lossless
-    reference). `noise_window`: check the outputs against `ar` (greedy runs), as the batch-1 loop does."""
-    if interleave < 0:
-        raise ValueError(f"interleave must be >= 0 (0 = one wave per turn), got {interleave}")
+    one wave; `domino-decode` checks it is >= 0). `done`: this set's records a resumed run holds at this
+    concurrency (a unit whose prompts all have one is not rerun); `on_records` receives each newly finished
+    unit's records. `reference`: this set's batch-1 records when the run has them (their first method's
+    replies are the history, their `ar` the lossless reference). `noise_window`: check the outputs against
+    `ar` (greedy runs), as the batch-1 loop does."""
     held = {(r.method, r.turn, r.prompt_id): r for r in done or []}
     first_index, index = {}, 0
     for prompt in prompts:
