@@ -5,7 +5,7 @@
 
 Arguments are the training config's Hydra overrides. The step runs in the training's precision
 (`trainer.precision`, auto = bf16 autocast on a CPU with bf16 instructions: `inference.precision`;
-`trainer.precision=32-true` for fp32). The step is `DominoLitModule._step` + backward + AdamW, on the
+`trainer.precision=32-true` for fp32). The step is `DominoLitModule._step` + backward + the clip + (fused) AdamW, on the
 experiment's drafter and real target (its frozen embedding and lm_head), with random
 token rows of `--seq-len` tokens (`--assistant` of them loss-masked) and random bf16 context features in
 place of a feature cache (which stores bf16): the cost of a step depends on the shapes, not on the values.
@@ -37,7 +37,7 @@ from hydra.utils import instantiate
 from omegaconf import OmegaConf
 
 from domino_train import CONF_DIR
-from domino_train.method.module import DominoLitModule
+from domino_train.method.module import DominoLitModule, clip_gradients
 from domino_train.method.objectives import sample_anchors
 from domino_train.run.train import drafter_config
 from inference.drafter.block_mask import anchor_attention_mask
@@ -96,12 +96,15 @@ def main() -> None:
         "features": torch.randn(b, t, config.num_context_features * config.hidden_size, generator=g).bfloat16(),
     }
     batch["loss_mask"][:, int(t * (1 - args.assistant)) :] = 1
-    opt = module.optimizer()
+    opt = module.optimizer(fused=precision != "16-mixed")  # as `DominoLitModule.configure_optimizers` on one device
+    clip = cfg.trainer.get("gradient_clip_val")
 
     def full_step() -> None:
         r = module._step(batch, torch.Generator().manual_seed(1))
         opt.zero_grad()
         r["loss"].backward()
+        if clip:
+            clip_gradients(drafter.parameters(), clip, cfg.trainer.get("gradient_clip_algorithm") or "norm")
         opt.step()
 
     anchors = sample_anchors(batch["loss_mask"], train["num_anchors"], torch.Generator().manual_seed(1))

@@ -38,6 +38,16 @@ from inference.drafter import DominoDrafter
 from inference.drafter.config import DrafterConfig
 from inference.targets.adapter import TargetModel
 
+
+def clip_gradients(params: Any, clip_val: float, algorithm: str = "norm") -> None:
+    """Lightning's two clipping rules: the global L2 norm to `clip_val` ("norm") or each element to
+    +-`clip_val` ("value")."""
+    if algorithm == "value":
+        torch.nn.utils.clip_grad_value_(params, clip_val)
+    else:
+        torch.nn.utils.clip_grad_norm_(params, clip_val)
+
+
 CAUSAL_INPUTS = ("teacher_forced", "ttt")
 
 
@@ -128,18 +138,42 @@ class DominoLitModule(L.LightningModule):
         print(f"draft vocabulary: {report}")
         return report
 
-    def optimizer(self) -> torch.optim.AdamW:
-        """AdamW over the drafter's parameters. Not torch's fused AdamW, though it is 2.7x faster on a 2-core
-        CPU: Lightning refuses gradient clipping (`trainer.gradient_clip_val`) with a fused optimizer under
-        mixed precision."""
+    def optimizer(self, fused: bool = False) -> torch.optim.AdamW:
+        """AdamW over the drafter's parameters; `fused` runs torch's one-kernel step (2.7x faster than the
+        per-tensor loop for the SmolLM2 recipe on 2 CPU cores)."""
         hp = self.hparams
         return torch.optim.AdamW(
-            self.drafter.parameters(), lr=hp.lr, betas=tuple(hp.betas), weight_decay=hp.weight_decay
+            self.drafter.parameters(), lr=hp.lr, betas=tuple(hp.betas), weight_decay=hp.weight_decay, fused=fused
         )
+
+    def _can_fuse_optimizer(self) -> bool:
+        """Fused AdamW wherever the gradients reach it unscaled: not under fp16's grad scaler (a fused step
+        unscales inside, after the clip would have read scaled gradients) and not under DeepSpeed, whose
+        engine owns the optimizer step."""
+        trainer = self.trainer
+        return (
+            self.device.type in ("cpu", "cuda")
+            and trainer.precision not in ("16-mixed", "16")
+            and "deepspeed" not in type(trainer.strategy).__name__.lower()
+        )
+
+    def configure_gradient_clipping(
+        self,
+        optimizer: torch.optim.Optimizer,
+        gradient_clip_val: float | None = None,
+        gradient_clip_algorithm: str | None = None,
+    ) -> None:
+        """Clips a fused optimizer's gradients here: Lightning refuses any fused optimizer under mixed
+        precision, because of fp16's scaler, though bf16 has none (and `_can_fuse_optimizer` keeps fp16
+        unfused)."""
+        if not gradient_clip_val or not any(group.get("fused") for group in optimizer.param_groups):
+            super().configure_gradient_clipping(optimizer, gradient_clip_val, gradient_clip_algorithm)
+            return
+        clip_gradients(self.drafter.parameters(), gradient_clip_val, gradient_clip_algorithm or "norm")
 
     def configure_optimizers(self) -> dict[str, Any]:
         hp = self.hparams
-        opt = self.optimizer()
+        opt = self.optimizer(fused=self._can_fuse_optimizer())
         total = max(int(self.trainer.estimated_stepping_batches), 1)
         sched = torch.optim.lr_scheduler.LambdaLR(
             opt, lambda step: warmup_cosine(step, total, hp.warmup_ratio, hp.min_lr_ratio)

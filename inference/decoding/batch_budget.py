@@ -18,7 +18,10 @@ costs what a real one costs. Two choices per round, both from measured costs:
   verify(B x W)). W = 1 verifies every root alone.
 
 verify(T) is a `VerifyCurve` over the batch's total tokens T = B x W, measured with ragged forwards over a
-batch of cached prompts (`measure_batch_curve`, once per decoder and concurrency). B is the rows the
+batch of cached prompts (`measure_batch_curve`, once per decoder and concurrency), then corrected by the
+verify forwards the rounds time (`ObservedCosts`, kept by the decoder per concurrency; `calibrate=False`
+takes the curve as given): the curve's prompts are shorter than the contexts a run grows, and one
+measurement in a busy moment would otherwise steer every round of the run. B is the rows the
 forward computes: every row of the ragged cache, live or not (a draining batch pays for its empty rows), so
 R live rows share a verify of B x W tokens. DominoTree's conditional scores and DDTree's marginal ones enter only
 as the acceptances of their drafts (`AcceptanceModel`), so both compete under the same rule. Verification
@@ -33,7 +36,7 @@ from typing import Any
 
 import torch
 
-from inference.decoding.cost_model import DEFAULT_WINDOWS, VerifyCurve
+from inference.decoding.cost_model import DEFAULT_WINDOWS, ObservedCosts, VerifyCurve
 from inference.decoding.draft_gate import DraftGate
 from inference.decoding.sampling import sample
 from inference.decoding.speculative import Candidates, DecodeState, SpeculativeDecoder, Verdict, VerifyWindow
@@ -89,10 +92,11 @@ class BatchBudget:
     gate, `draft` is per row, `settle` chooses the round's width over the drafted rows, `end_round` feeds
     the gate the round's tokens and seconds."""
 
-    def __init__(self, decoder: SpeculativeDecoder, concurrency: int) -> None:
-        self.decoder, self.concurrency = decoder, concurrency
+    def __init__(self, decoder: SpeculativeDecoder, concurrency: int, calibrate: bool = True) -> None:
+        self.decoder, self.concurrency, self.calibrate = decoder, concurrency, calibrate
         self.layer_ids, self.drafter = decoder.layer_ids, decoder.drafter
         self.curve: VerifyCurve | None = decoder.batch_curves.get(concurrency)
+        self.timed: ObservedCosts | None = decoder.batch_costs.get(concurrency) if calibrate else None
         self.drafting = True  # this round's gate decision (`start_round`)
         self.rows = concurrency  # live rows this round (`start_round`)
 
@@ -103,6 +107,8 @@ class BatchBudget:
             rows = self.concurrency
             self.curve = measure_batch_curve(self.decoder.target, rows, prompt_tokens, widths, self.layer_ids)
             self.decoder.batch_curves[self.concurrency] = self.curve
+        if self.calibrate and self.timed is None:
+            self.timed = self.decoder.batch_costs.setdefault(self.concurrency, ObservedCosts(self.curve))
         return self.curve
 
     def max_window(self) -> int:
@@ -123,6 +129,11 @@ class BatchBudget:
         self.rows = rows or self.concurrency
         self.drafting = self.gate(self.rows).drafting()
 
+    def draft_blocks(self, states: list[DecodeState]) -> None:
+        """The backbone of every row in one forward, in a round the batch drafts."""
+        if self.drafting:
+            self.decoder.draft_blocks(states)
+
     def draft(self, state: DecodeState) -> Candidates | Any:
         """The row's full best-first draft (`Candidates`, sized by `settle`), or its plain round's empty
         draft when nothing more can be emitted, or `PLAIN` when the batch's gate says drafting does not
@@ -138,7 +149,7 @@ class BatchBudget:
 
     def cost(self, tokens: int) -> float:
         """Seconds of a batch verify over `tokens` (rows x width) tokens, never 0."""
-        return max(self.curve(tokens), 1e-9)
+        return max((self.timed or self.curve)(tokens), 1e-9)
 
     def settle(
         self, states: dict[int, DecodeState], drafts: dict[int, Any], draft_s: float, batch_rows: int
@@ -163,10 +174,22 @@ class BatchBudget:
             settled[r] = self.decoder.keep(states[r], b, min(best_w - 1, len(b.gains)))
         return settled, best_w
 
-    def end_round(self, drafted: bool, tokens: int, seconds: float, rows: int, batch_rows: int) -> None:
+    def end_round(
+        self,
+        drafted: bool,
+        tokens: int,
+        seconds: float,
+        rows: int,
+        batch_rows: int,
+        width: int = 1,
+        verify_s: float | None = None,
+    ) -> None:
         """Feed the gate one round: `tokens` committed by its `rows` live rows in `seconds` of wall time
         (drafts, the forward, every judge and commit), `drafted` when any row drafted. Before a plain round
-        was measured, plain decoding is taken to commit `rows` tokens per one-token verify of `batch_rows`."""
+        was measured, plain decoding is taken to commit `rows` tokens per one-token verify of `batch_rows`.
+        The round's verify forward (`batch_rows` x `width` tokens in `verify_s`) corrects the cost curve."""
+        if self.timed is not None and verify_s is not None:
+            self.timed.observe(batch_rows * width, verify_s)
         self.gate(rows).record(drafted, tokens, seconds, rows / self.cost(batch_rows))
 
     def verify_window(self, state: DecodeState, draft: Any) -> VerifyWindow:

@@ -3,13 +3,16 @@
 Each row of the batch is one sequence with everything a batch-1 generation keeps: its own draft cache
 (`drafter.new_cache(1, ...)`), root, tokens, stats, token budget and generator (a `DecodeState`). Its
 drafting, window, judging and commit are those of the batch-1 decoder it wraps (`batched_rules.py`), so at
-a fixed window / budget every row emits exactly the tokens, and verifies exactly the windows, of
-`decoder.generate` on its prompt alone. A cost-aware decoder (`auto`) sizes its drafts across the batch
-instead (`batch_budget.py`): each row's draft is a prefix of its batch-1 draft, and its output stays its
-batch-1 `ar` output. Only the target forward is shared: the rows' windows are stacked
-(`RaggedWindow.stack`), run in one `target.forward_ragged` on a `RaggedKVCache`, and each row judges its
-own logits. A row's `DecodeState`
-holds a `RowCache` (its row of the ragged cache), so the decoder's own `commit` crops or compacts that row.
+a fixed window / budget every row emits exactly the tokens, and verifies the windows, of
+`decoder.generate` on its prompt alone (up to the rounding of the batched forwards, which on the tiny
+fp32 targets of the tests never moves a choice). A cost-aware decoder (`auto`) sizes its drafts across
+the batch instead (`batch_budget.py`): each row's draft is a prefix of its full draft, and its output
+stays its batch-1 `ar` output. Two forwards are shared by the rows: the drafter's backbone
+(`SpeculativeDecoder.draft_blocks`: every drafting row's block in one forward over its own draft cache;
+the head's steps and the tree builds stay per row) and the target's verify (the rows' windows stacked,
+`RaggedWindow.stack`, run in one `target.forward_ragged` on a `RaggedKVCache`); each row judges its own
+logits. A row's `DecodeState` holds a `RowCache` (its row of the ragged cache), so the decoder's own
+`commit` crops or compacts that row.
 
 Continuous batching: a finished row (stop token or token budget) is reset and refilled with the next waiting
 prompt before the next round; the refills are prefilled together in one `target.prefill_ragged`, which
@@ -17,7 +20,8 @@ computes only their rows (rows finish at different rounds under speculation, and
 row of the batch cost a whole batch's prefill per finished sequence). The run ends when every prompt is
 done; the results come back in input order.
 
-Round costs: per active row one draft (the drafter at batch 1, as alone) and its judge / commit; then one
+Round costs: one backbone forward for the drafting rows, per active row the rest of its draft (head
+steps, tree build) and its judge / commit; then one
 ragged target forward of width W = the widest window this round (each row pays W columns of compute and
 cache writes, pad columns included) over a span of max(row length) + W. Prefills of refills add one ragged
 forward over the refilled rows, of width = the longest refill prompt. Needs the target's lean engine (`forward_ragged`).
@@ -31,7 +35,8 @@ round otherwise), and this costs nothing where the outputs agree.
 
 Stats: `accept_lengths`, `draft_sizes`, `plain_rounds`, `own_argmax_violations`, the tree walk's step
 counters and token counts are filled as batch 1 fills them. Times are wall times of the shared loop:
-`draft_s` / `commit_s` are the row's own, `verify_s` the shared forwards it waited for, `prefill_s` the
+`draft_s` / `commit_s` are the row's own (plus an equal share of the shared backbone), `verify_s` the
+shared forwards it waited for, `prefill_s` the
 prefill forward that started it, `decode_s` from its first token to its end. `predicted` may differ from
 batch 1's (the decoder's acceptance model learns from the rows in batch order); it chooses nothing at a
 fixed window/budget, and the draft sizes of a cost-aware batch.
@@ -85,13 +90,14 @@ class BatchedDecoder:
     """Decode many prompts with up to `concurrency` of them in one ragged batch (see the module doc).
 
     `decoder` is a decoder from `build_decoder` (`ar`, a chain or a tree at a fixed window / budget) on a
-    target with the lean engine; its per-sequence behaviour is kept exactly."""
+    target with the lean engine; its per-sequence behaviour is kept exactly. `calibrate=False`: a
+    cost-aware decoder sizes drafts on its batch verify curve as given (`batch_budget.py`)."""
 
-    def __init__(self, decoder: ARDecoder | SpeculativeDecoder, concurrency: int) -> None:
+    def __init__(self, decoder: ARDecoder | SpeculativeDecoder, concurrency: int, calibrate: bool = True) -> None:
         if concurrency < 1:
             raise ValueError(f"concurrency must be >= 1 sequence, got {concurrency}")
         self.decoder, self.concurrency = decoder, concurrency
-        self.rule = row_rule(decoder, concurrency)
+        self.rule = row_rule(decoder, concurrency, calibrate)
         self.target = decoder.target
         if self.target.lean is None:
             raise ValueError(f"batched decoding needs the lean engine; target {self.target.name} runs on engine=hf")
@@ -208,13 +214,20 @@ class BatchedDecoder:
         if budget is not None:
             budget.start_round(sum(row is not None for row in live))
         drafts: dict[int, object] = {}
-        spent: dict[int, float] = {}  # each row's draft seconds this round
         windows: list[VerifyWindow | None] = [None] * len(live)
-        for r, row in enumerate(live):
-            if row is not None:
-                t0 = clock.now()
-                drafts[r] = rule.draft(row.state)
-                spent[r] = clock.now() - t0
+        active = {r: row.state for r, row in enumerate(live) if row is not None}
+        t0 = clock.now()
+        rule.draft_blocks(list(active.values()))  # every row's backbone in one forward
+        share = (clock.now() - t0) / len(active)
+        spent = dict.fromkeys(active, share)  # each row's draft seconds this round
+        for r, state in active.items():
+            if state.block is not None:
+                parts = state.stats.draft_parts_s
+                parts["backbone"] = parts.get("backbone", 0.0) + share
+            t0 = clock.now()
+            drafts[r] = rule.draft(state)
+            spent[r] += clock.now() - t0
+            state.block = None  # a block no draft read must not reach the next round
         drafted = any(isinstance(d, Candidates) for d in drafts.values())
         if budget is not None:  # the round's width across the batch, then each row's kept prefix
             t0 = clock.now()
@@ -258,7 +271,7 @@ class BatchedDecoder:
                 cache.reset(r)
                 live[r] = None
         if budget is not None:
-            budget.end_round(drafted, committed, clock.now() - start, len(drafts), cache.batch)
+            budget.end_round(drafted, committed, clock.now() - start, len(drafts), cache.batch, batch.width, forward_s)
 
     @staticmethod
     def _watch(

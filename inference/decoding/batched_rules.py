@@ -31,6 +31,8 @@ class RowRule(Protocol):
 
     def max_window(self) -> int: ...
 
+    def draft_blocks(self, states: list[DecodeState]) -> None: ...
+
     def draft(self, state: DecodeState) -> Any: ...
 
     def verify_window(self, state: DecodeState, draft: Any) -> VerifyWindow: ...
@@ -58,6 +60,9 @@ class ARRule:
     def max_window(self) -> int:
         return 1
 
+    def draft_blocks(self, states: list[DecodeState]) -> None:
+        return None
+
     def draft(self, state: DecodeState) -> None:
         return None
 
@@ -84,9 +89,12 @@ class ARRule:
         return False, False
 
 
-def row_rule(decoder: ARDecoder | SpeculativeDecoder, concurrency: int = 1) -> RowRule | BatchBudget:
+def row_rule(
+    decoder: ARDecoder | SpeculativeDecoder, concurrency: int = 1, calibrate: bool = True
+) -> RowRule | BatchBudget:
     """The row rule of a decoder from `build_decoder` (a cost-aware one: `BatchBudget`, its draft sizes
-    chosen across the batch); refuses what a batch cannot run row by row."""
+    chosen across the batch, on a cost curve corrected by the timed rounds unless not `calibrate`);
+    refuses what a batch cannot run row by row."""
     if not isinstance(decoder, ARDecoder | SpeculativeDecoder):
         raise ValueError(f"cannot batch a {type(decoder).__name__}: pass a decoder from build_decoder")
     if decoder.probe is not None:
@@ -95,4 +103,4 @@ def row_rule(decoder: ARDecoder | SpeculativeDecoder, concurrency: int = 1) -> R
         return ARRule(decoder)
     if decoder.schedule is not None:
         raise ValueError("batched decoding does not replay schedules (the lossless replay): use the batch-1 decoder")
-    return BatchBudget(decoder, concurrency) if decoder.cost_aware else decoder
+    return BatchBudget(decoder, concurrency, calibrate) if decoder.cost_aware else decoder

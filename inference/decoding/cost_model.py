@@ -6,6 +6,9 @@
   than a shorter one is timing noise, which would steer rounds to the larger tree. On a GPU it is flat to
   ~64 tokens; on a CPU it depends on the precision (bf16 with bf16 instructions: nearly flat to 16; fp32:
   grows from 2 tokens).
+- `ObservedCosts`: a curve corrected by the forwards a run actually timed (a batched run's verify: its
+  contexts are longer than the curve's prompt, and a curve measured once, in a busy moment, is off for
+  the whole run).
 - `RunningMean`: the drafter's costs (a round's fixed draft cost, one expansion step of DominoTree),
   averaged over the rounds a decoder has drafted so far; the warm-up generation seeds them.
 
@@ -90,6 +93,34 @@ def measure_verify_curve(
             target.crop_cache(cache, start)
         seconds.append(statistics.median(times))
     return VerifyCurve(list(windows), seconds, start)
+
+
+class ObservedCosts:
+    """Seconds of a verify over n tokens: the running mean of the forwards timed at n during the run
+    (newest weighted `weight`), else the curve scaled by the running ratio of timed to predicted seconds.
+
+    A rule that chose a width on a curve that was too cheap there pays for it once or twice, then sees
+    the width's timed cost; widths never run are predicted from the curve's shape at the timed scale."""
+
+    def __init__(self, curve: VerifyCurve, weight: float = 0.25) -> None:
+        self.curve, self.weight = curve, weight
+        self.seen: dict[int, float] = {}  # tokens -> running seconds
+        self.ratio = 1.0  # running timed / curve seconds
+        self.observations = 0
+
+    def observe(self, n: int, seconds: float) -> None:
+        w = self.weight if self.observations else 1.0
+        previous = self.seen.get(n)
+        self.seen[n] = seconds if previous is None else (1 - self.weight) * previous + self.weight * seconds
+        self.ratio = (1 - w) * self.ratio + w * seconds / max(self.curve(n), 1e-9)
+        self.observations += 1
+
+    def __call__(self, n: int) -> float:
+        seen = self.seen.get(n)
+        return seen if seen is not None else self.curve(n) * self.ratio
+
+    def to_dict(self) -> dict:
+        return {"timed_s": dict(sorted(self.seen.items())), "ratio": self.ratio, "observations": self.observations}
 
 
 @dataclass

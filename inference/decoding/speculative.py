@@ -27,7 +27,7 @@ import torch
 from transformers import DynamicCache
 
 from inference.decoding.acceptance import AcceptanceModel
-from inference.decoding.cost_model import DEFAULT_WINDOWS, VerifyCurve, measure_verify_curve
+from inference.decoding.cost_model import DEFAULT_WINDOWS, ObservedCosts, VerifyCurve, measure_verify_curve
 from inference.decoding.draft_gate import DraftGate
 from inference.decoding.generation import Decoder, Generation, take_until_stop
 from inference.decoding.options import DecodeOptions
@@ -49,6 +49,7 @@ class DecodeState:
     generator: torch.Generator | None
     stats: GenerationStats  # methods may record a finer split of their draft stage here
     forced_size: int | None = None  # a replayed round: verify exactly this many drafts (see `schedule`)
+    block: torch.Tensor | None = None  # this round's block hidden states [1, B, H], drafted with a batch's rows
 
 
 @dataclass
@@ -108,6 +109,7 @@ class SpeculativeDecoder(Decoder):
         self.verify_curve: VerifyCurve | None = None  # `measure_costs`, before a cost-aware decoder's first round
         self.gate = DraftGate()  # cost-aware decoders: plain rounds while drafting does not pay (draft_gate.py)
         self.batch_curves: dict[int, VerifyCurve] = {}  # concurrency -> batch verify curve (`batch_budget.py`)
+        self.batch_costs: dict[int, ObservedCosts] = {}  # concurrency -> that curve corrected by timed rounds
         self.batch_gates: dict[tuple[int, int], DraftGate] = {}  # (concurrency, live rows) -> gate over rounds
         # A replay (the lossless check) of a cost-aware generation: its rounds' draft sizes
         # (`stats.draft_sizes`), so that timing-driven choices verify the same windows again.
@@ -129,6 +131,24 @@ class SpeculativeDecoder(Decoder):
     def max_window(self) -> int:
         """The widest window this decoder can verify (the cost curve is measured up to it)."""
         return self.drafter.config.block_size
+
+    def block_hidden(self, state: DecodeState) -> torch.Tensor:
+        """This round's block hidden states [1, B, H]: the ones `draft_blocks` left in the state, else
+        one backbone forward now."""
+        hidden, state.block = state.block, None
+        return hidden if hidden is not None else self.drafter.draft_block(state.draft_cache, state.root)
+
+    def draft_blocks(self, states: list[DecodeState]) -> None:
+        """A batched round's backbone: the blocks of every state that can still draft, in one forward over
+        their draft caches (`DominoDrafter.draft_blocks`), left in `state.block` for the state's `draft` /
+        `candidates` this round. One such state drafts alone, as at batch 1."""
+        drafting = [s for s in states if s.tokens_left > 1]
+        if len(drafting) < 2:
+            return
+        roots = torch.cat([s.root for s in drafting])
+        hidden = self.drafter.draft_blocks([s.draft_cache for s in drafting], roots)
+        for state, block in zip(drafting, hidden.split(1), strict=True):
+            state.block = block
 
     @abstractmethod
     def draft(self, state: DecodeState) -> Any:

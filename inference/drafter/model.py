@@ -211,6 +211,53 @@ class DominoDrafter(nn.Module):
         embeds = self.embed(block_ids).to(self.backbone.fc.weight.dtype)
         return self.backbone(embeds, positions, context)
 
+    def draft_blocks(self, caches: list[DraftKVCache], root_ids: torch.Tensor) -> torch.Tensor:
+        """`draft_block` for several sequences at once (a batched decoder's rows): hidden states [R, B, H]
+        of each cache's block `[root_ids[r], MASK x (B-1)]` after its own context, in one backbone forward.
+
+        The caches (one sequence each) hold contexts of different lengths: their waiting features are
+        projected in one call, and the block attends to its own cache's positions only (the shorter
+        contexts are padded with zeros, hidden by the mask)."""
+        if len(caches) == 1:
+            return self.draft_block(caches[0], root_ids.view(1))
+        self._flush_contexts(caches)
+        device, bs = root_ids.device, self.config.block_size
+        lengths = torch.tensor([c.length for c in caches], device=device)
+        longest = int(lengths.max())
+        block_ids = torch.full((len(caches), bs), self.config.mask_token_id, device=device)
+        block_ids[:, 0] = root_ids.view(-1)
+        positions = lengths.unsqueeze(1) + torch.arange(bs, device=device)
+        keys = torch.arange(longest + bs, device=device)
+        visible = (keys < lengths.unsqueeze(1)) | (keys >= longest)  # own context, then the block's slots
+        context = []
+        for i in range(len(self.backbone.layers)):
+            k = caches[0].keys[i]
+            padded_k = k.new_zeros((len(caches), k.shape[1], longest, k.shape[3]))
+            padded_v = torch.zeros_like(padded_k)
+            for r, cache in enumerate(caches):
+                padded_k[r, :, : cache.length], padded_v[r, :, : cache.length] = cache.layer(i)
+            context.append((padded_k, padded_v))
+        embeds = self.embed(block_ids).to(self.backbone.fc.weight.dtype)
+        return self.backbone(embeds, positions, context, visible[:, None, None, :])
+
+    def _flush_contexts(self, caches: list[DraftKVCache]) -> None:
+        """`flush_context` for many single-sequence caches: their waiting features in one projection."""
+        waiting = [(c, torch.cat(c.pending, dim=1)) for c in caches if c.pending]
+        if not waiting:
+            return
+        for cache, _ in waiting:
+            cache.pending = []
+        features = torch.cat([f for _, f in waiting], dim=1)
+        device = features.device
+        positions = torch.cat([torch.arange(c.length, c.length + f.shape[1], device=device) for c, f in waiting])
+        fused = self.backbone.fuse(features.to(self.backbone.fc.weight.dtype))
+        kv = self.backbone.context_kv(fused, positions.unsqueeze(0))
+        start = 0
+        for cache, f in waiting:
+            end = start + f.shape[1]
+            cache.extend([(k[:, :, start:end], v[:, :, start:end]) for k, v in kv])
+            start = end
+
     # --------------------------------------------------------------------------- checkpoint format
     def save_pretrained(self, path: str | Path, dtype: torch.dtype = torch.bfloat16) -> Path:
         """Write `config.json` + `model.safetensors` in the public Domino / DFlash layout."""

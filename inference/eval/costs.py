@@ -34,4 +34,6 @@ def cost_report(decoders: dict[str, Any], verify_curves: dict[str, Any]) -> dict
             report[m]["draft_step_s"] = d.step_s.value()
         if d.batch_curves:  # concurrency -> the batch verify curve over total tokens (`batch_budget.py`)
             report[m]["batch_verify_curves"] = {n: c.to_dict() for n, c in sorted(d.batch_curves.items())}
+        if d.batch_costs:  # concurrency -> the forwards the batched rounds timed
+            report[m]["batch_timed_verify"] = {n: c.to_dict() for n, c in sorted(d.batch_costs.items())}
     return report

@@ -59,12 +59,14 @@ def draft_chain(
     use_head: bool,
     pick: TokenPicker = greedy_picker,
     scored: bool = False,
+    hidden: torch.Tensor | None = None,
 ) -> ChainDraft:
     """Draft `num_tokens` (<= `config.num_draft_tokens`) tokens after `root` [1]; `use_head=False` = DFlash.
 
     `scored`: the draft also carries each prefix's log-probability under the drafter (`ChainDraft.scores`,
-    read to the host once), what a chain window is chosen on."""
-    hidden = drafter.draft_block(cache, root)
+    read to the host once), what a chain window is chosen on. `hidden`: the block's hidden states [1, B, H]
+    when the backbone already ran (a batched round's `draft_blocks`)."""
+    hidden = drafter.draft_block(cache, root) if hidden is None else hidden
     h = drafter.draft_hidden_slice(hidden)[0, :num_tokens]  # [n, H]
     base = drafter.lm_head(h)  # [n, V], or [n, N] over the draft vocabulary
     head = drafter.head
@@ -118,10 +120,11 @@ class ChainDecoder(SpeculativeDecoder):
         if n <= 0:
             return self.no_draft(state) if self.window is not None else ChainDraft(state.root.new_empty(0))
         if self.rollout is not None:
-            hidden = self.drafter.draft_hidden_slice(self.drafter.draft_block(state.draft_cache, state.root))[0]
+            hidden = self.drafter.draft_hidden_slice(self.block_hidden(state))[0]
             return ChainDraft(self.rollout(hidden, self.drafter.lm_head(hidden), state.root)[:n])
         if self.window is None:
-            return draft_chain(self.drafter, state.draft_cache, state.root, n, self.use_head, self._picker(state))
+            pick, block = self._picker(state), self.block_hidden(state)
+            return draft_chain(self.drafter, state.draft_cache, state.root, n, self.use_head, pick, hidden=block)
         built = self.candidates(state)
         if state.forced_size is not None:
             keep = min(state.forced_size, n)
@@ -140,9 +143,11 @@ class ChainDecoder(SpeculativeDecoder):
         n = min(self.drafter.config.num_draft_tokens, state.tokens_left - 1)
         if n <= 0:
             return None
-        t0 = self.clock.now()
-        draft = draft_chain(self.drafter, state.draft_cache, state.root, n, self.use_head, self._picker(state), True)
-        self.fixed_s.add(self.clock.now() - t0)
+        t0, alone = self.clock.now(), state.block is None  # (a batch's shared backbone is not a batch-1 cost)
+        pick, block = self._picker(state), self.block_hidden(state)
+        draft = draft_chain(self.drafter, state.draft_cache, state.root, n, self.use_head, pick, True, block)
+        if alone:
+            self.fixed_s.add(self.clock.now() - t0)
         fixed = self.fixed_s.value()
         cost = (lambda k: fixed + self.verify_cost(k + 1)) if self.cost_aware else None
         return Candidates(draft, self.acceptance.predict(draft.scores), cost)

@@ -108,18 +108,20 @@ class TreeDecoder(SpeculativeDecoder):
         depth = min(self.drafter.config.num_draft_tokens, state.tokens_left - 1)  # deeper could never be emitted
         if depth <= 0:
             return None
-        t0 = self.clock.now()
-        hidden = self.drafter.draft_hidden_slice(self.drafter.draft_block(state.draft_cache, state.root))[0]
+        t0, alone = self.clock.now(), state.block is None  # (a batch's shared backbone is not a batch-1 cost)
+        hidden = self.drafter.draft_hidden_slice(self.block_hidden(state))[0]
         base = self.drafter.lm_head(hidden)
         t1 = self.clock.now()
         if self.expander is None:
             tree = build_ddtree(base, self.node_budget, depth, self.drafter.vocab.draft_to_target())
-            self.fixed_s.add(self.clock.now() - t0)
+            if alone:
+                self.fixed_s.add(self.clock.now() - t0)
             fixed, step = self.fixed_s.value(), 0.0
         else:
             expander = self.expander.prepare(hidden, base, state.root)
             t2, steps = self.clock.now(), self.expander.steps
-            self.fixed_s.add(t2 - t0)
+            if alone:
+                self.fixed_s.add(t2 - t0)
             fixed, step = self.fixed_s.value(), self.step_s.value()  # this round's cost model, set before the build
             enough = self._stop_rule(depth, fixed, step) if settle else None
             tree = best_first_batched(expander, self.node_budget, depth, self.expander.width, enough)

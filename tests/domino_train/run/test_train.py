@@ -16,7 +16,7 @@ from lightning.pytorch.callbacks import Callback
 from domino_train.cli import train as train_cli
 from domino_train.cli.export import main as export_main
 from domino_train.export.folder import export_checkpoint
-from domino_train.method.module import DominoLitModule, NoOptimizerStepError
+from domino_train.method.module import DominoLitModule, NoOptimizerStepError, clip_gradients
 from domino_train.run.resume import resolve_ckpt_path
 from domino_train.run.status import read_status
 from domino_train.run.train import build, train
@@ -100,6 +100,27 @@ def test_precision_auto_trains_in_bf16_autocast_exactly_where_the_cpu_computes_b
     assert module.target.prepacked_linears == 0  # training backpropagates through plain linears, even in bf16
     assert all(p.dtype == torch.float32 for p in module.drafter.parameters())  # master weights stay fp32
     assert trainer.callback_metrics["train/loss"].isfinite()
+
+
+@pytest.mark.parametrize("precision", ["bf16-mixed", "32-true"])
+def test_the_fused_optimizer_steps_on_gradients_clipped_to_the_trainers_norm(tiny_cfg, precision, monkeypatch):
+    norms = []
+
+    def recording(params, clip_val, algorithm="norm"):
+        params = [p for p in params if p.grad is not None]
+        clip_gradients(params, clip_val, algorithm)
+        norms.append(float(torch.linalg.vector_norm(torch.stack([p.grad.norm() for p in params]))))
+
+    monkeypatch.setattr("domino_train.method.module.clip_gradients", recording)
+    cfg = tiny_cfg(
+        f"trainer.precision={precision}",
+        "trainer.gradient_clip_val=0.01",
+        "trainer.max_steps=3",
+        "callbacks.export=null",
+    )
+    _, trainer = _fit(cfg)
+    assert all(group["fused"] for group in trainer.optimizers[0].param_groups)
+    assert len(norms) == 3 and max(norms) <= 0.01 * 1.001, norms
 
 
 def test_an_fp32_training_loads_an_auto_target_in_fp32(tiny_cfg, monkeypatch):

@@ -24,7 +24,7 @@ class _Decoder:
         return "drafted"
 
     def __init__(self, curve: VerifyCurve) -> None:
-        self.batch_curves, self.batch_gates = {2: curve}, {}
+        self.batch_curves, self.batch_gates, self.batch_costs = {2: curve}, {}, {}
 
     def keep(self, state, built, n):
         state.stats.draft_sizes.append(n)
@@ -49,6 +49,20 @@ def test_a_flat_verify_keeps_every_draft_and_a_steep_one_none():
     assert _settle(flat, gains) == ({0: 3, 1: 1}, 4)  # the widest row sets W; a shorter row keeps all it has
     steep = VerifyCurve([2, 8], [0.010, 0.100], 16)
     assert _settle(steep, gains) == ({0: 0, 1: 0}, 1)  # every root alone
+
+
+def test_timed_verify_forwards_correct_a_curve_that_was_too_cheap():
+    """A curve measured flat (a short prompt, a quiet moment) while the run's forwards over 2 x 4 tokens
+    take 10x longer: after one such round the batch keeps less; without calibration it does not learn."""
+    gains = {0: [0.9, 0.8, 0.5], 1: [0.6]}
+    for calibrate, expected in ((True, 1), (False, 4)):
+        budget = BatchBudget(_Decoder(VerifyCurve([2, 8], [0.010, 0.010], 16)), 2, calibrate=calibrate)
+        budget.prepare(16)  # the curve is given: nothing is measured
+        budget.end_round(False, 2, 0.011, rows=2, batch_rows=2, width=1, verify_s=0.010)
+        budget.end_round(True, 4, 0.110, rows=2, batch_rows=2, width=4, verify_s=0.100)
+        states = {r: _state() for r in gains}
+        drafts = {r: Candidates(_Draft(range(len(g))), g, None) for r, g in gains.items()}
+        assert budget.settle(states, drafts, 0.0, batch_rows=2)[1] == expected, calibrate
 
 
 def test_the_width_maximises_the_batch_tokens_per_second():

@@ -9,7 +9,7 @@ import torch
 from inference.decoding import DecodeOptions, TreeOptions, build_decoder
 from inference.decoding.acceptance import AcceptanceModel
 from inference.decoding.budget import best_prefix
-from inference.decoding.cost_model import VerifyCurve, measure_verify_curve
+from inference.decoding.cost_model import ObservedCosts, VerifyCurve, measure_verify_curve
 from inference.decoding.sampling import SamplingParams
 
 
@@ -46,6 +46,19 @@ def test_verify_curve_interpolates_and_extrapolates():
 def test_a_longer_window_never_costs_less_than_a_shorter_one():
     curve = VerifyCurve([1, 16, 24, 32], [1.0, 2.0, 2.5, 2.2], 10)  # 32 timed below 24: noise
     assert curve.seconds == [1.0, 2.0, 2.5, 2.5] and curve(32) == curve(24) == 2.5 and curve(28) == 2.5
+
+
+def test_timed_forwards_replace_the_curve_where_seen_and_rescale_it_elsewhere():
+    curve = VerifyCurve([4, 16, 32], [0.020, 0.020, 0.030], 16)
+    costs = ObservedCosts(curve, weight=0.5)
+    assert costs(16) == pytest.approx(0.020)  # nothing timed yet: the curve
+    costs.observe(16, 0.040)  # the run's contexts: twice the curve's cost
+    assert costs(16) == pytest.approx(0.040)
+    assert costs(32) == pytest.approx(0.060)  # not timed: the curve at the timed scale
+    costs.observe(16, 0.020)
+    assert costs(16) == pytest.approx(0.030)  # a running mean, not the last forward
+    assert costs(4) == pytest.approx(0.020 * 1.5)
+    assert costs.to_dict()["timed_s"] == {16: pytest.approx(0.030)}
 
 
 def test_the_verify_curve_is_measured_on_the_target(qwen_target):

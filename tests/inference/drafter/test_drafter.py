@@ -21,6 +21,35 @@ def test_decoding_path_equals_the_training_path(any_tiny_target, make_drafter):
             torch.testing.assert_close(decode[0], train[0, i], rtol=1e-5, atol=1e-5)
 
 
+def test_blocks_of_many_sequences_equal_each_sequences_own_block(any_tiny_target, make_drafter):
+    """`draft_blocks`: one forward over caches of different lengths, some with features waiting, gives what
+    `draft_block` gives each cache alone."""
+    target = any_tiny_target
+    drafter = make_drafter(target)
+    ids = torch.randint(0, 500, (3, 30), generator=torch.Generator().manual_seed(0))
+    feats = target(ids, layer_ids=drafter.config.target_layer_ids).features
+    cuts = [(7, 9), (20, 20), (12, 25)]  # (projected, then waiting): the caches end at 9, 20 and 25
+
+    def caches():
+        made = []
+        for r, (projected, end) in enumerate(cuts):
+            cache = drafter.new_cache(1, capacity=8)
+            drafter.append_context(cache, feats[r : r + 1, :projected])
+            if end > projected:
+                drafter.append_context(cache, feats[r : r + 1, projected:end], defer=True)
+            made.append(cache)
+        return made
+
+    roots = ids[:, 29]
+    with torch.no_grad():
+        alone = [drafter.draft_block(cache, roots[r : r + 1]) for r, cache in enumerate(caches())]
+        together_caches = caches()
+        together = drafter.draft_blocks(together_caches, roots)
+    torch.testing.assert_close(together, torch.cat(alone), rtol=1e-5, atol=1e-5)
+    assert [c.length for c in together_caches] == [end for _, end in cuts]
+    assert not any(c.pending for c in together_caches)
+
+
 def test_draft_cache_holds_only_context():
     cache = DraftKVCache(2, 1, 2, 4, capacity=2, dtype=torch.float32, device="cpu")
     kv = [(torch.randn(1, 2, 3, 4), torch.randn(1, 2, 3, 4)) for _ in range(2)]
