@@ -101,11 +101,11 @@ def ragged_hidden(
     cache.reserve(span)
     positions = starts.unsqueeze(1) + window.depths
     slots = starts.unsqueeze(1) + torch.arange(w, device=starts.device)  # [B, W]
-    index = slots.view(b, 1, w, 1).expand(b, lean.kv_heads, w, lean.head_dim)
+    written = torch.arange(b, device=slots.device) if rows is None else rows  # the cache rows, once per forward
     mask = ragged_mask(starts, window, span, lean.window, cache.keys.dtype)
 
     def attend_to(i: int, keys: torch.Tensor, values: torch.Tensor) -> tuple[torch.Tensor, torch.Tensor]:
-        cache.write(i, index, keys, values, rows)
+        cache.write(i, slots, keys, values, written)
         return cache.layer(i, span, rows)
 
     x, features = lean.layers_forward(lean.embed_tokens(window.ids), positions, mask, attend_to, layer_ids)
