@@ -31,7 +31,7 @@ from inference.decoding.cost_model import DEFAULT_WINDOWS, ObservedCosts, Verify
 from inference.decoding.draft_gate import DraftGate
 from inference.decoding.generation import Decoder, Generation, take_until_stop
 from inference.decoding.options import DecodeOptions
-from inference.decoding.sampling import sample
+from inference.decoding.sampling import greedy_ids, sample
 from inference.decoding.stats import GenerationStats
 from inference.decoding.tree.draft_tree import tree_attention_mask
 from inference.drafter import DominoDrafter
@@ -254,7 +254,7 @@ class SpeculativeDecoder(Decoder):
         emit, stopped = take_until_stop(verdict.tokens, self.stop_token_ids, state.tokens_left)
         rows = verdict.rows() if self.sampling.greedy or self.probe is not None else None
         if rows is not None and self.sampling.greedy:
-            own = rows[: len(emit)].argmax(-1).tolist()
+            own = greedy_ids(rows[: len(emit)]).tolist()
             stats.own_argmax_violations += sum(o != t for o, t in zip(own, emit, strict=True))
         if rows is not None and self.probe is not None:
             window = list(range(len(emit))) if verdict.keep is None else verdict.keep.tolist()

@@ -1,7 +1,7 @@
 import pytest
 import torch
 
-from inference.decoding.sampling import SamplingParams, probabilities, sample, warp
+from inference.decoding.sampling import SamplingParams, greedy_ids, probabilities, sample, warp
 
 
 def test_greedy_is_argmax_and_one_hot():
@@ -9,6 +9,16 @@ def test_greedy_is_argmax_and_one_hot():
     params = SamplingParams()
     assert sample(logits, params).item() == 1  # ties go to the lowest id
     assert torch.equal(probabilities(logits, params), torch.tensor([[0.0, 1.0, 0.0, 0.0]]))
+
+
+@pytest.mark.parametrize("dtype", [torch.bfloat16, torch.float16, torch.float32])
+def test_greedy_ids_are_argmax_ties_and_nans_included(dtype):
+    g = torch.Generator().manual_seed(0)
+    for vocab in (2, 17, 4_099, 49_152):
+        logits = torch.randint(-3, 3, (6, vocab), generator=g).to(dtype)  # many tied maxima per row
+        logits[1] = 0.0  # every id ties
+        logits[2, vocab // 2] = float("nan")  # argmax takes a NaN as the maximum
+        assert torch.equal(greedy_ids(logits), logits.argmax(-1)), (dtype, vocab)
 
 
 def test_top_k_and_top_p_cut_the_tail():
