@@ -183,21 +183,12 @@ class DominoDrafter(nn.Module):
         if defer:
             cache.pending.append(features.clone())
             return
+        cache.pending.append(features)
         self.flush_context(cache)
-        self._project_context(cache, features)
 
     def flush_context(self, cache: DraftKVCache) -> None:
         """Project the features waiting in `cache.pending`, in the order they were appended, in one call."""
-        if cache.pending:
-            waiting = cache.pending[0] if len(cache.pending) == 1 else torch.cat(cache.pending, dim=1)
-            cache.pending = []
-            self._project_context(cache, waiting)
-
-    def _project_context(self, cache: DraftKVCache, features: torch.Tensor) -> None:
-        b, n, _ = features.shape
-        positions = torch.arange(cache.length, cache.length + n, device=features.device).expand(b, n)
-        fused = self.backbone.fuse(features.to(self.backbone.fc.weight.dtype))
-        cache.extend(self.backbone.context_kv(fused, positions))
+        self._flush_contexts([cache])
 
     def draft_block(self, cache: DraftKVCache, root_ids: torch.Tensor) -> torch.Tensor:
         """Hidden states [b, B, H] of the block `[root, MASK x (B-1)]` placed right after the cached context
@@ -241,17 +232,20 @@ class DominoDrafter(nn.Module):
         return self.backbone(embeds, positions, context, visible[:, None, None, :])
 
     def _flush_contexts(self, caches: list[DraftKVCache]) -> None:
-        """`flush_context` for many single-sequence caches: their waiting features in one projection."""
-        waiting = [(c, torch.cat(c.pending, dim=1)) for c in caches if c.pending]
+        """`flush_context` for several caches in one projection: one cache of any batch, or many caches of
+        one sequence each (a batched round's rows)."""
+        waiting = [
+            (c, c.pending[0] if len(c.pending) == 1 else torch.cat(c.pending, dim=1)) for c in caches if c.pending
+        ]
         if not waiting:
             return
         for cache, _ in waiting:
             cache.pending = []
-        features = torch.cat([f for _, f in waiting], dim=1)
+        features = waiting[0][1] if len(waiting) == 1 else torch.cat([f for _, f in waiting], dim=1)
         device = features.device
         positions = torch.cat([torch.arange(c.length, c.length + f.shape[1], device=device) for c, f in waiting])
         fused = self.backbone.fuse(features.to(self.backbone.fc.weight.dtype))
-        kv = self.backbone.context_kv(fused, positions.unsqueeze(0))
+        kv = self.backbone.context_kv(fused, positions.expand(features.shape[0], -1))
         start = 0
         for cache, f in waiting:
             end = start + f.shape[1]
