@@ -22,10 +22,10 @@ batch of cached prompts (`measure_batch_curve`, once per decoder and concurrency
 verify forwards the rounds time (`ObservedCosts`, kept by the decoder per concurrency; `calibrate=False`
 takes the curve as given): the curve's prompts are shorter than the contexts a run grows, and one
 measurement in a busy moment would otherwise steer every round of the run. B is the rows the
-forward computes: every row of the ragged cache, live or not (a draining batch pays for its empty rows), so
-R live rows share a verify of B x W tokens. DominoTree's conditional scores and DDTree's marginal ones enter only
-as the acceptances of their drafts (`AcceptanceModel`), so both compete under the same rule. Verification
-is unchanged, so every choice stays lossless.
+forward computes: the live rows (a draining batch moves them first and runs them alone, `BatchedDecoder`).
+DominoTree's conditional scores and DDTree's marginal ones enter only as the acceptances of their drafts
+(`AcceptanceModel`), so both compete under the same rule. Verification is unchanged, so every choice
+stays lossless.
 """
 
 from __future__ import annotations
@@ -156,7 +156,7 @@ class BatchBudget:
     ) -> tuple[dict[int, Any], int]:
         """Each drafting row's kept prefix for the round's best width W (module doc); returns the drafts
         and W. `draft_s`: the seconds this round already spent drafting; `batch_rows`: the rows the forward
-        runs (a ragged forward computes every row of its cache, live or not)."""
+        runs."""
         built = {r: d for r, d in drafts.items() if isinstance(d, Candidates)}
         rows = len(drafts)
         sums = {r: [0.0] for r in built}

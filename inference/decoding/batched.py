@@ -17,21 +17,27 @@ logits. A row's `DecodeState` holds a `RowCache` (its row of the ragged cache), 
 Continuous batching: a finished row (stop token or token budget) is reset and refilled with the next waiting
 prompt before the next round; the refills are prefilled together in one `target.prefill_ragged`, which
 computes only their rows (rows finish at different rounds under speculation, and a refill that ran every
-row of the batch cost a whole batch's prefill per finished sequence). The run ends when every prompt is
-done; the results come back in input order.
+row of the batch cost a whole batch's prefill per finished sequence). Once nothing waits, the batch
+shrinks: the last live rows move into the freed rows (`RaggedKVCache.move`, one row's entries once) and
+the forwards run the live rows alone, on views of the cache's first rows. Speculative rows end rounds
+apart, and a drain that kept computing the empty rows charged them what batched `ar`, whose rows of equal
+limits end together, never pays. The run ends when every prompt is done; the results come back in input
+order.
 
 Round costs: one backbone forward for the drafting rows, per active row the rest of its draft (head
-steps, tree build) and its judge / commit; then one
-ragged target forward of width W = the widest window this round (each row pays W columns of compute and
-cache writes, pad columns included) over a span of max(row length) + W. Prefills of refills add one ragged
-forward over the refilled rows, of width = the longest refill prompt. Needs the target's lean engine (`forward_ragged`).
+steps, tree build) and its judge / commit; then one ragged target forward over the live rows, of width
+W = the widest window this round (each row pays W columns of compute and cache writes, pad columns
+included) over a span of max(row length) + W. Prefills of refills add one ragged forward over the
+refilled rows, of width = the longest refill prompt. Needs the target's lean engine (`forward_ragged`).
 
 The lossless check: given each prompt's reference output (its batch-1 `ar` tokens, greedy), a row compares
 what it commits with the reference and, at the first token that differs, keeps the logits row that chose
-it with the forward's shape (`LogitsProbe`: the row's window width, the batch's rows, padded width and key
-span):
+it with the forward's shape (`LogitsProbe`: the row's window width, the forward's rows, padded width and
+key span):
 `Generation.probe`. A batched run cannot be replayed at batch 1 (its forwards have other shapes, so they
-round otherwise), and this costs nothing where the outputs agree.
+round otherwise), and this costs nothing where the outputs agree. `follow` runs batched `ar` teacher-forced
+along given outputs, in the rounds and shapes of batched `ar` on those prompts: the check's measure of how
+far batching alone moves a row's logits.
 
 Stats: `accept_lengths`, `draft_sizes`, `plain_rounds`, `own_argmax_violations`, the tree walk's step
 counters and token counts are filled as batch 1 fills them. Times are wall times of the shared loop:
@@ -52,7 +58,7 @@ import torch
 
 from inference.decoding.ar import ARDecoder
 from inference.decoding.batch_budget import BatchBudget
-from inference.decoding.batched_rules import row_rule
+from inference.decoding.batched_rules import ARRule, row_rule
 from inference.decoding.generation import Generation
 from inference.decoding.logits_probe import LogitsProbe
 from inference.decoding.sampling import sample
@@ -76,6 +82,7 @@ class _Job:
     first: float = 0.0  # clock time of its first token (decode_s starts there)
     reference: list[int] | None = None  # the lossless check's expected output (module doc)
     probe: LogitsProbe | None = None  # the logits at its first token that differs from `reference`
+    forced: bool = False  # commit `reference`'s tokens, not its own (`BatchedDecoder.follow`)
 
 
 @dataclass
@@ -135,10 +142,38 @@ class BatchedDecoder:
         for i, (prompt, limit, gen) in enumerate(zip(prompts, limits, gens, strict=True)):
             ids = self.decoder.prompt_tensor(prompt)[0]
             jobs.append(_Job(i, ids, self.decoder.token_budget(ids.numel(), limit), gen, reference=expected[i]))
+        return self._run(jobs)
+
+    @torch.inference_mode()
+    def follow(
+        self,
+        prompts: Sequence[list[int] | torch.Tensor],
+        outputs: Sequence[list[int]],
+        probes: Sequence[LogitsProbe | None],
+    ) -> None:
+        """Batched `ar` teacher-forced along given outputs: row i commits `outputs[i]`'s tokens, one a round,
+        whatever its logits say, in the rounds and batch shapes in which batched `ar` decodes prompts whose
+        outputs these are; `probes[i]` (or None) observes the logits rows of prompt i's output positions.
+        The lossless check's measure of how far batched forwards alone move a sequence's logits
+        (`inference.eval.divergence`): along `ar`'s own output the rows round as a batch rounds them."""
+        if not isinstance(self.rule, ARRule):
+            raise ValueError(f"follow replays batched ar, not {type(self.decoder).__name__}: pass the ar decoder")
+        if not len(prompts) == len(outputs) == len(probes):
+            raise ValueError(f"{len(prompts)} prompts but {len(outputs)} outputs and {len(probes)} probes")
+        jobs = []
+        for i, (prompt, output, probe) in enumerate(zip(prompts, outputs, probes, strict=True)):
+            ids = self.decoder.prompt_tensor(prompt)[0]
+            if not output or self.decoder.token_budget(ids.numel(), len(output)) != len(output):
+                raise ValueError(f"output {i} has {len(output)} tokens: follow needs 1 to the context's room")
+            jobs.append(_Job(i, ids, len(output), None, reference=list(output), probe=probe, forced=True))
+        self._run(jobs)
+
+    def _run(self, jobs: list[_Job]) -> list[Generation]:
+        """Decode `jobs` in continuous batches of `concurrency` rows (module doc)."""
         if not jobs:
             return []
         self.prepare([job.ids for job in jobs])
-        rows = min(self.concurrency, n)
+        rows = min(self.concurrency, len(jobs))
         longest = max(job.ids.numel() + job.budget for job in jobs)
         widest = max(self.rule.max_window(), max(job.ids.numel() for job in jobs))
         cache = self.target.new_ragged_cache(rows, capacity=longest + widest + 1)
@@ -146,9 +181,10 @@ class BatchedDecoder:
         waiting = list(reversed(jobs))  # popped from the end: input order
         while True:
             self._refill(cache, live, waiting)
-            if all(row is None for row in live):
+            rows = self._pack(cache, live)
+            if rows == 0:
                 break
-            self._round(cache, live)
+            self._round(cache, live, rows)
         return [
             Generation(tokens=job.tokens, finish_reason=job.reason, stats=job.stats, probe=job.probe)  # type: ignore[arg-type]
             for job in jobs
@@ -188,6 +224,8 @@ class BatchedDecoder:
         prompt_len = job.ids.numel()
         job.stats = stats = GenerationStats(prompt_tokens=prompt_len)
         root = sample(logits.unsqueeze(0), decoder.sampling, job.generator)
+        if job.forced:
+            root = torch.tensor(job.reference[:1], dtype=torch.long, device=root.device)
         job.tokens = [root.item()]
         self._watch(job, 0, logits.unsqueeze(0), [prompt_len - 1], prompt_len, rows, width, width)
         job.reason = "stop" if job.tokens[0] in decoder.stop_token_ids else "length"
@@ -205,17 +243,36 @@ class BatchedDecoder:
         stats.prefill_s = job.first - t0
         return _Row(job, state)
 
-    def _round(self, cache: RaggedKVCache, live: list[_Row | None]) -> None:
-        """One round: every live row drafts and gives its window, one ragged forward, every row judges and
-        commits; rows without a window are cropped back, finished rows are freed."""
+    @staticmethod
+    def _pack(cache: RaggedKVCache, live: list[_Row | None]) -> int:
+        """Move the last live rows into the free rows before them (`RaggedKVCache.move`), so that the live
+        rows come first, and return how many there are. Only a draining batch has free rows after a
+        refill: its forwards then run its live rows alone instead of paying for the empty ones."""
+        end = len(live)
+        for r in range(len(live)):
+            while end > r and live[end - 1] is None:
+                end -= 1
+            if r >= end:
+                return r
+            if live[r] is None:
+                end -= 1
+                cache.move(end, r)
+                live[r], live[end] = live[end], None
+                live[r].state.target_cache.row = r
+        return end
+
+    def _round(self, cache: RaggedKVCache, live: list[_Row | None], rows: int) -> None:
+        """One round over the `rows` live rows, which are the cache's first (`_pack`): every row drafts and
+        gives its window, one ragged forward over those rows, every row judges and commits; finished rows
+        are freed."""
         clock, rule = self.decoder.clock, self.rule
         budget = rule if isinstance(rule, BatchBudget) else None
         start = clock.now()
         if budget is not None:
-            budget.start_round(sum(row is not None for row in live))
+            budget.start_round(rows)
         drafts: dict[int, object] = {}
-        windows: list[VerifyWindow | None] = [None] * len(live)
-        active = {r: row.state for r, row in enumerate(live) if row is not None}
+        windows: list[VerifyWindow | None] = [None] * rows
+        active = {r: row.state for r, row in enumerate(live[:rows])}
         t0 = clock.now()
         rule.draft_blocks(list(active.values()))  # every row's backbone in one forward
         share = (clock.now() - t0) / len(active)
@@ -232,35 +289,36 @@ class BatchedDecoder:
         if budget is not None:  # the round's width across the batch, then each row's kept prefix
             t0 = clock.now()
             states = {r: live[r].state for r in drafts}
-            drafts, _ = budget.settle(states, drafts, sum(spent.values()), cache.batch)
+            drafts, _ = budget.settle(states, drafts, sum(spent.values()), rows)
             share = (clock.now() - t0) / len(drafts)
             spent = {r: s + share for r, s in spent.items()}
         for r, draft in drafts.items():
             t0 = clock.now()
             windows[r] = rule.verify_window(live[r].state, draft)
             live[r].job.stats.draft_s += spent[r] + clock.now() - t0
-        before = cache.lengths.tolist()
+        span = int(cache.lengths[:rows].max())
         t1 = clock.now()
         batch = RaggedWindow.stack(windows, self.pad_id, cache.keys.device)
-        out = self.target.forward_ragged(batch, cache, layer_ids=rule.layer_ids)
+        out = self.target.forward_ragged(batch, cache, layer_ids=rule.layer_ids, rows=rows)
         forward_s = clock.now() - t1
+        span += batch.width  # the key slots the forward's queries attended over
         committed = 0  # tokens every row committed this round
-        for r, row in enumerate(live):
-            if row is None:
-                cache.crop(r, before[r])  # every row grew by W
-                continue
+        for r, row in enumerate(live[:rows]):
             job, state = row.job, row.state
             t2 = clock.now()
             n = windows[r].ids.shape[1]
             features = None if out.features is None else out.features[r : r + 1, :n]
             verdict = rule.judge(state, drafts[r], out.logits[r, :n], features)
+            if job.forced:
+                verdict.tokens = job.reference[len(job.tokens) : len(job.tokens) + 1]
             t3 = clock.now()
             emitted = len(job.tokens)
             finished, stopped = rule.commit(state, verdict, job.tokens, job.stats)
             t4 = clock.now()
-            if job.reference is not None and job.probe is None and (rows := verdict.rows()) is not None:
-                keep = list(range(rows.shape[0])) if verdict.keep is None else verdict.keep.tolist()
-                self._watch(job, emitted, rows, keep, n, cache.batch, batch.width, max(before) + batch.width)
+            watching = job.reference is not None and (job.forced or job.probe is None)
+            if watching and (chose := verdict.rows()) is not None:
+                keep = list(range(chose.shape[0])) if verdict.keep is None else verdict.keep.tolist()
+                self._watch(job, emitted, chose, keep, n, rows, batch.width, span)
             committed += job.stats.accept_lengths[-1]
             job.stats.verify_s += forward_s + t3 - t2  # the shared forward, then this row's acceptance rule
             job.stats.commit_s += t4 - t3
@@ -271,7 +329,7 @@ class BatchedDecoder:
                 cache.reset(r)
                 live[r] = None
         if budget is not None:
-            budget.end_round(drafted, committed, clock.now() - start, len(drafts), cache.batch, batch.width, forward_s)
+            budget.end_round(drafted, committed, clock.now() - start, rows, rows, batch.width, forward_s)
 
     @staticmethod
     def _watch(
@@ -287,7 +345,11 @@ class BatchedDecoder:
         """The lossless check's capture (module doc): where the tokens the job just committed from
         first on (chosen by `rows`, rows `window_rows` of a `width`-token window in a `batch_rows` x
         `columns` forward whose queries attended over `span` cache slots) first differ from its
-        reference, keep that logits row once."""
+        reference, keep that logits row once. A forced job's probe observes every row instead."""
+        if job.forced:
+            if job.probe is not None:
+                job.probe.observe(first, rows, width, window_rows)
+            return
         if job.reference is None or job.probe is not None:
             return
         for q in range(first, len(job.tokens)):

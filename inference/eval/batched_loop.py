@@ -27,6 +27,7 @@ from collections.abc import Callable, Mapping
 
 from inference.decoding.batched import BatchedDecoder
 from inference.decoding.generation import Decoder, PromptTooLongError
+from inference.eval.divergence import batched_ar_rows
 from inference.eval.loop import check_divergences, generation_generator
 from inference.eval.prompt_sets import BenchmarkPrompt
 from inference.eval.records import Record
@@ -200,10 +201,19 @@ def _check(
     window: int,
 ) -> None:
     """The newly decoded records of one turn against their prompt's batch-1 `ar` (its noise measured there,
-    once), each with the logits its batched run captured."""
+    once), each with the logits its batched run captured and, where a proof needs it, batched `ar`
+    replayed along the references in the record's batch (`divergence.batched_ar_rows`)."""
     for r in fresh:
         ar = expected.get((r.prompt_id, r.turn))
         if ar is None or r.skipped:
             continue
         ids = {r.turn: turn_ids[(r.prompt_id, r.turn)]}
-        check_divergences([r], ids, decoders, max_new_tokens, window, reference=[ar])
+        unit = [u for u in fresh if u.batch and u.batch["id"] == r.batch["id"] and (u.prompt_id, u.turn) in expected]
+        prompts = [turn_ids[(u.prompt_id, u.turn)] for u in unit]
+        outputs = [expected[(u.prompt_id, u.turn)].tokens for u in unit]
+        index = unit.index(r)
+
+        def batch(around: range, prompts=prompts, outputs=outputs, index=index, level=r.concurrency):
+            return batched_ar_rows(decoders["ar"], level, prompts, outputs, index, around)
+
+        check_divergences([r], ids, decoders, max_new_tokens, window, reference=[ar], batch=batch)

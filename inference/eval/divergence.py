@@ -21,6 +21,12 @@ A lossless greedy method commits, at every position, the argmax of the target's 
       width (and, for a batched row, the batch's rows and padded width), no tree mask, no compaction, a
       freshly prefilled cache; its rounding is measured at every output position it predicts (the
       largest, so that one lucky row does not set the scale).
+  A batched row's cache was written by forwards of other shapes than a fresh prefill's, which round
+  otherwise, and at each round of its history: where the plain bound fails, the bound is instead the
+  distance from `ar`'s logits of batched `ar`'s own, teacher-forced along `ar`'s output in the batch the
+  row ran in (the same prompts, concurrency and refills: `BatchedDecoder.follow`; `batch_distance`, the
+  largest over the same output positions), when that is larger. Batched `ar` is plain decoding, so its
+  distance is rounding by definition; it is computed only where needed (a whole batch's replay).
   A wrong mask, position id or cache row moves logits far more than rounding and fails (c). Otherwise,
   and whenever one side ended while the other went on, or a record is missing, it is `algorithmic`.
 `lossless` means no algorithmic generation. The noise floor (the largest change of a logit gap between one
@@ -29,11 +35,13 @@ k-token and k one-token forwards on the run's prompts) stays a reported measurem
 
 from __future__ import annotations
 
+from collections.abc import Callable
 from dataclasses import asdict, dataclass
 from typing import Any
 
 import torch
 
+from inference.decoding.batched import BatchedDecoder
 from inference.decoding.generation import Decoder
 from inference.decoding.logits_probe import LogitsProbe
 from inference.targets.adapter import TargetModel
@@ -68,6 +76,7 @@ class Divergence:
     ar_margin: float | None = None  # logit(ar_token) - logit(token) in ar's one-token step at p
     distance: float | None = None  # max |method's logits - ar's| at p
     reference_distance: float | None = None  # max |plain forward of the same width - ar's| at p
+    batch_distance: float | None = None  # max |batched ar along ar's output - ar's| (a batched row, when needed)
     width: int | None = None  # tokens in the method's verify forward at p
     kind: str = ALGORITHMIC  # numerical or algorithmic
     reason: str = ""  # what the proof found
@@ -94,13 +103,16 @@ def prove_divergence(
     draft_sizes: list[int] | None = None,
     captured: LogitsProbe | None = None,
     batched: bool = False,
+    batch: Callable[[range], dict[int, torch.Tensor]] | None = None,
 ) -> Divergence | None:
     """The proven `Divergence` of `method`'s `tokens` from `ar`'s `reference` (None when they are equal;
     see the module doc). `draft_sizes`: the method's rounds' draft sizes (`stats.draft_sizes`), replayed
     when the method is cost-aware (its sizes follow timings, so a replay must be told them to verify the
     same windows). `captured`: the method's logits at the divergence as a batched run captured them
     (`BatchedDecoder.generate(..., references=)`), used instead of a replay; a `batched` generation
-    without one stays algorithmic (a batch-1 replay would not run its forwards' shapes)."""
+    without one stays algorithmic (a batch-1 replay would not run its forwards' shapes). `batch`: output
+    indices -> batched `ar`'s logits rows there along `reference`, in the batch the generation ran in
+    (`batched_ar_rows`); called only where the plain bound fails."""
     p = first_difference(reference, tokens)
     if p is None:
         return None
@@ -139,6 +151,10 @@ def prove_divergence(
         width=mine.width,
     )
     allowed = DISTANCE_FACTOR * found.reference_distance + DISTANCE_SLACK
+    if found.distance > allowed and batch is not None:
+        rows = batch(range(outputs[0], outputs[-1] + 1))
+        found.batch_distance = max((rows[q] - theirs.rows[q]).abs().max().item() for q in outputs)
+        allowed = DISTANCE_FACTOR * max(found.reference_distance, found.batch_distance) + DISTANCE_SLACK
     if mine.logits.argmax().item() != b:
         found.reason = "(a) the method's token is not the argmax of its own verify logits"
     elif theirs.logits.argmax().item() != a:
@@ -218,6 +234,23 @@ def _plain_rows(
         batch = RaggedWindow.stack([_Plain(window)] + [None] * (rows - 1), 0, target.device, width=columns)
         logits = target.forward_ragged(batch, cache).logits[0, : window.numel()]
     return logits.float().cpu(), start
+
+
+def batched_ar_rows(
+    ar: Decoder,
+    concurrency: int,
+    prompts: list[list[int]],
+    outputs: list[list[int]],
+    index: int,
+    around: range,
+) -> dict[int, torch.Tensor]:
+    """Output index -> the logits row [V] (float32, CPU) from which batched `ar` at `concurrency`, decoding
+    `prompts` in order, chooses prompt `index`'s output token there, when every row commits its `outputs`
+    (teacher forcing: `BatchedDecoder.follow`), at the output indices `around`."""
+    probe = LogitsProbe(around.start, around)
+    probes = [probe if i == index else None for i in range(len(prompts))]
+    BatchedDecoder(ar, concurrency).follow(prompts, outputs, probes)  # type: ignore[arg-type]
+    return probe.rows
 
 
 @torch.inference_mode()

@@ -103,11 +103,13 @@ def check_divergences(
     max_new_tokens: int,
     window: int,
     reference: list[Record] | None = None,
+    batch: Callable[[range], dict[int, torch.Tensor]] | None = None,
 ) -> None:
     """Fill `noise` on each reference `ar` record (once) and, on each other record that differs from the
     reference's (same turn), its proven `divergence` (`inference.eval.divergence.prove_divergence`: a
     batch-1 record is replayed, a batched one brings the logits its run captured, `Record.probe`).
-    `reference`: the `ar` records to compare with (default: those among `records`)."""
+    `reference`: the `ar` records to compare with (default: those among `records`). `batch`: batched
+    `ar`'s logits along the reference in the batch the (one, batched) record ran in (`prove_divergence`)."""
     if reference is None:
         reference = [r for r in records if r.method == "ar"]
     by_turn = {r.turn: r for r in reference if not r.skipped}
@@ -129,6 +131,7 @@ def check_divergences(
             r.stats.draft_sizes,
             captured=r.probe,
             batched=r.concurrency != 1,
+            batch=batch,
         )
         r.divergence = found.to_dict() if found else None
 

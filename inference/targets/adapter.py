@@ -209,13 +209,14 @@ class TargetModel:
         return new_ragged_cache(self._ragged_lean(), batch, capacity)
 
     def forward_ragged(
-        self, window: RaggedWindow, cache: RaggedKVCache, layer_ids: list[int] | None = None
+        self, window: RaggedWindow, cache: RaggedKVCache, layer_ids: list[int] | None = None, rows: int | None = None
     ) -> TargetOutput:
         """One forward over several sequences' windows (`ragged_forward.py`): logits [B, W, V], features
-        [B, W, K*H]; every row of `cache` grows by W, so crop or compact each row afterwards."""
+        [B, W, K*H], over every row of `cache` or its first `rows` rows (B of them); every computed row
+        grows by W, so crop or compact each row afterwards."""
         lean = self._ragged_lean()
         self._check_layer_ids(layer_ids)
-        logits, features = ragged_forward(lean, cache, window, layer_ids)
+        logits, features = ragged_forward(lean, cache, window, layer_ids, rows)
         return TargetOutput(logits=logits, features=features)
 
     def prefill_ragged(

@@ -73,20 +73,33 @@ class RaggedKVCache:
         rows: torch.Tensor | None = None,
     ) -> None:
         """Store one layer's new entries [n, kv_heads, W, d] at per-row slots `slots` [n, W] (storage
-        reserved), for every row (n = batch) or for the rows `rows` [n] long. By advanced indexing over
+        reserved), for the first n rows or for the rows `rows` [n] long. By advanced indexing over
         (row, slot): on a CPU a `scatter_` over the slots expanded to every head and dim took 40x longer
         (0.46 ms against 11 us for 8 rows, a sixth of a batched decode step's time)."""
-        which = torch.arange(slots.shape[0], device=slots.device) if rows is None else rows
+        which = rows if isinstance(rows, torch.Tensor) else torch.arange(slots.shape[0], device=slots.device)
         which = which.unsqueeze(1)
         self.keys[layer].transpose(1, 2)[which, slots] = keys.transpose(1, 2)
         self.values[layer].transpose(1, 2)[which, slots] = values.transpose(1, 2)
 
-    def layer(self, layer: int, span: int, rows: torch.Tensor | None = None) -> tuple[torch.Tensor, torch.Tensor]:
-        """One layer's first `span` slots of every row (views), or of the rows `rows` [n] long (copies)."""
+    def layer(self, layer: int, span: int, rows: torch.Tensor | int | None = None) -> tuple[torch.Tensor, torch.Tensor]:
+        """One layer's first `span` slots of every row or of the first `rows` rows (an int; views), or of
+        the rows `rows` [n] long (copies)."""
         keys, values = self.keys[layer, :, :, :span], self.values[layer, :, :, :span]
         if rows is None:
             return keys, values
+        if isinstance(rows, int):
+            return keys[:rows], values[:rows]
         return keys.index_select(0, rows), values.index_select(0, rows)
+
+    @torch.inference_mode()
+    def move(self, source: int, row: int) -> None:
+        """Move row `source`'s entries to row `row` (whose entries are dropped) and empty `source`: a
+        draining batch keeps its live rows first, so that its forward runs them alone, on views."""
+        n = self.length(source)
+        for store in (self.keys, self.values):
+            store[:, row, :, :n] = store[:, source, :, :n]
+        self.lengths[row] = n
+        self.lengths[source] = 0
 
     def crop(self, row: int, length: int) -> None:
         """Drop row `row`'s entries at index >= `length`."""
@@ -115,8 +128,9 @@ class RowCache:
     """One row of a `RaggedKVCache` seen as a batch-1 target cache, so that a batch-1 decoder's `commit`
     (`TargetModel.crop_cache` / `compact_cache` / `cache_length`) crops or compacts that row unchanged.
 
-    It only forwards the cache operations a commit makes; the forward itself runs over the whole ragged
-    cache (`TargetModel.forward_ragged`), never over a row view."""
+    It only forwards the cache operations a commit makes; the forward itself runs over the ragged cache's
+    rows (`TargetModel.forward_ragged`), never over a row view. `row` changes when the batch moves the
+    sequence to another row (`RaggedKVCache.move`)."""
 
     def __init__(self, ragged: RaggedKVCache, row: int) -> None:
         if not 0 <= row < ragged.batch:

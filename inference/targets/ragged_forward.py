@@ -11,7 +11,8 @@ attending over the whole capacity with the rest masked, only cheaper) under an a
 window slots `visible` allows, within the sliding window where the model has one; a pad query sees only
 its own slot, so its softmax stays finite. Every row then advances by W; the decoder crops or compacts
 each row to what it accepted (`RaggedKVCache.crop` / `compact`). A forward may also run a subset of
-the cache's rows (`rows`): a refill's prefill computes only the refilled rows.
+the cache's rows (`rows`): a refill's prefill computes only the refilled rows, and a draining batch,
+whose live rows the decoder keeps first, only those (read as views of the storage, not copies).
 
 The span is part of the forward's shape: the attention kernel blocks over the keys, so a row attending
 next to a longer row can round differently from the same row alone (masked slots add nothing, but the
@@ -87,21 +88,27 @@ def ragged_hidden(
     cache: RaggedKVCache,
     window: RaggedWindow,
     layer_ids: list[int] | None = None,
-    rows: torch.Tensor | None = None,
+    rows: torch.Tensor | int | None = None,
 ) -> tuple[torch.Tensor, torch.Tensor | None]:
     """The last hidden state [n, W, H] and the features of `layer_ids` [n, W, K*H] (or None) of `window`,
-    writing its K/V into `cache` and advancing its rows by W: every row of the cache (n = its batch), or
-    the rows `rows` [n] long (the others are neither computed nor changed)."""
+    writing its K/V into `cache` and advancing its rows by W: every row of the cache (n = its batch), the
+    first `rows` rows (an int: read as views), or the rows `rows` [n] long (read as copies); the others
+    are neither computed nor changed."""
     b, w = window.ids.shape
-    if b != (cache.batch if rows is None else rows.numel()):
-        raise ValueError(f"a ragged window of {b} rows on {cache.batch if rows is None else rows.numel()} cache rows")
-    lengths = cache.lengths if rows is None else cache.lengths.index_select(0, rows)
+    n = cache.batch if rows is None else rows if isinstance(rows, int) else rows.numel()
+    if b != n:
+        raise ValueError(f"a ragged window of {b} rows on {n} cache rows")
+    if rows is None or isinstance(rows, int):
+        rows = None if n == cache.batch else n
+        lengths = cache.lengths[:n]  # a view: advanced in place below
+    else:
+        lengths = cache.lengths.index_select(0, rows)
     starts = lengths.to(window.ids.device, copy=True)
     span = int(starts.max()) + w
     cache.reserve(span)
     positions = starts.unsqueeze(1) + window.depths
     slots = starts.unsqueeze(1) + torch.arange(w, device=starts.device)  # [B, W]
-    written = torch.arange(b, device=slots.device) if rows is None else rows  # the cache rows, once per forward
+    written = rows if isinstance(rows, torch.Tensor) else torch.arange(b, device=slots.device)  # once per forward
     mask = ragged_mask(starts, window, span, lean.window, cache.keys.dtype)
 
     def attend_to(i: int, keys: torch.Tensor, values: torch.Tensor) -> tuple[torch.Tensor, torch.Tensor]:
@@ -109,20 +116,25 @@ def ragged_hidden(
         return cache.layer(i, span, rows)
 
     x, features = lean.layers_forward(lean.embed_tokens(window.ids), positions, mask, attend_to, layer_ids)
-    if rows is None:
-        cache.lengths.add_(w)
-    else:
+    if isinstance(rows, torch.Tensor):
         cache.lengths.index_add_(0, rows, torch.full_like(rows, w))
+    else:
+        lengths.add_(w)
     return x, features
 
 
 @torch.inference_mode()
 def ragged_forward(
-    lean: LeanForward, cache: RaggedKVCache, window: RaggedWindow, layer_ids: list[int] | None = None
+    lean: LeanForward,
+    cache: RaggedKVCache,
+    window: RaggedWindow,
+    layer_ids: list[int] | None = None,
+    rows: int | None = None,
 ) -> tuple[torch.Tensor, torch.Tensor | None]:
-    """Logits [B, W, V] and features [B, W, K*H] (or None) of a ragged verify round; every row's length
+    """Logits [B, W, V] and features [B, W, K*H] (or None) of a ragged verify round over every row of the
+    cache, or over its first `rows` rows (B = `rows`; the others untouched); every computed row's length
     grows by W (pad columns included): crop or compact each row afterwards."""
-    x, features = ragged_hidden(lean, cache, window, layer_ids)
+    x, features = ragged_hidden(lean, cache, window, layer_ids, rows)
     return lean.lm_head(lean.norm(x)), features
 
 

@@ -1,6 +1,7 @@
 """`BatchedDecoder` (inference/decoding/batched.py) on the fp32 tiny targets (lean engine): 5 prompts of
 different lengths and token limits, some ended early by stop tokens, decoded at concurrency 1, 2 and 3
-(so finished rows are refilled while the others go on) with one ragged target forward per round, give
+(so finished rows are refilled while the others go on, and a draining batch's forwards run its live rows
+alone, moved to its first rows) with one ragged target forward per round, give
 every prompt exactly its batch-1 `decoder.generate` tokens, finish reason and accept lengths, for `ar`,
 the chains and the trees (fixed budgets), with the rows' drafter blocks drafted in one forward; a planted
 crop bug is caught; what cannot batch is refused."""
@@ -14,6 +15,7 @@ from inference import DominoDrafter
 from inference.decoding import DecodeOptions, TreeOptions, build_decoder
 from inference.decoding.batched import BatchedDecoder
 from inference.decoding.cost_model import VerifyCurve
+from inference.decoding.logits_probe import LogitsProbe
 from inference.targets.adapter import TargetModel
 from inference.targets.engine import install_engine
 from inference.targets.ragged_cache import RaggedKVCache, RowCache
@@ -73,6 +75,14 @@ def test_every_row_decodes_what_batch_1_decodes(any_tiny_target, trained_drafter
         return blocks(self, caches, roots)
 
     monkeypatch.setattr(DominoDrafter, "draft_blocks", counted)
+    computed = []  # rows per verify forward
+    forward = TargetModel.forward_ragged
+
+    def verified(self, window, cache, layer_ids=None, rows=None):
+        computed.append(cache.batch if rows is None else rows)
+        return forward(self, window, cache, layer_ids, rows)
+
+    monkeypatch.setattr(TargetModel, "forward_ragged", verified)
     decoder = _decoder(target, drafter, method, budget, stops)
     expected = [decoder.generate(p, m) for p, m in zip(prompts, MAX_NEW_TOKENS, strict=True)]
     reasons = [g.finish_reason for g in expected]
@@ -95,7 +105,10 @@ def test_every_row_decodes_what_batch_1_decodes(any_tiny_target, trained_drafter
             assert [getattr(g.stats, k) for k in walk] == [getattr(e.stats, k) for k in walk], where
         if method != "ar" and concurrency > 1:  # the rows' blocks were drafted together
             assert shared and max(shared) == concurrency, (where, shared)
+        if concurrency == 3:  # a draining batch's forwards run its live rows alone (moved first)
+            assert max(computed) == 3 and min(computed) < 3, (where, computed)
         shared.clear()
+        computed.clear()
 
 
 def test_a_row_crop_that_keeps_one_stale_entry_is_caught(qwen_target, trained_drafter, monkeypatch):
@@ -158,7 +171,7 @@ def test_cost_aware_rows_size_their_drafts_across_the_batch_and_stay_ar(any_tiny
     plain = build_decoder("ar", target, options=DecodeOptions(stop_token_ids=stops))
     expected = [plain.generate(p, m).tokens for p, m in zip(prompts, MAX_NEW_TOKENS, strict=True)]
     decoder.batch_curves[2] = VerifyCurve([2, 64], [1.0, 1.0], 8)  # verifying is all that costs: draft all
-    decoder.batch_curves[3] = VerifyCurve([3, 6], [1e-3, 1.0], 8)  # a second token per row costs 1000x
+    decoder.batch_curves[3] = VerifyCurve([1, 2], [1e-3, 1.0], 8)  # past one token, each costs 1000x the first
     for concurrency in (2, 3, 4):
         calibrate = concurrency == 4  # the hand-made curves are taken as given; the measured one is corrected
         got = BatchedDecoder(decoder, concurrency, calibrate=calibrate).generate(prompts, MAX_NEW_TOKENS)
@@ -190,6 +203,38 @@ def test_prepare_measures_the_batch_curve_once_before_generate(qwen_target, trai
     assert measured == [sorted(p.numel() for p in prompts)[2]]
     batched.generate(prompts, MAX_NEW_TOKENS)
     assert len(measured) == 1 and set(decoder.batch_curves) == {2}
+
+
+def test_follow_is_batched_ar_teacher_forced_along_given_outputs(qwen_target, trained_drafter):
+    """`follow` along batched `ar`'s own outputs runs its rounds and shapes: the logits row of every output
+    position is, bit for bit, the one batched `ar` chose that token from (captured where a reference made
+    the row keep it). Along other outputs every row commits what it is given (here: the prompts' batch-1
+    outputs shifted by one token), whatever its argmax, and refills follow the given lengths."""
+    target, _, prompts, _ = _setup(qwen_target, trained_drafter)
+    ar = build_decoder("ar", target, options=DecodeOptions(stop_token_ids=[]))
+    batched = BatchedDecoder(ar, 2)
+    outputs = [g.tokens for g in batched.generate(prompts, MAX_NEW_TOKENS)]
+    position = 5
+    wrong = [o[:position] + [o[position] + 1] + o[position + 1 :] for o in outputs]
+    captured = [g.probe for g in batched.generate(prompts, MAX_NEW_TOKENS, references=wrong)]
+    probes = [LogitsProbe(0, range(len(o))) for o in outputs]
+    batched.follow(prompts, outputs, probes)
+    for probe, output, kept in zip(probes, outputs, captured, strict=True):
+        assert sorted(probe.rows) == list(range(len(output)))
+        assert [row.argmax().item() for row in probe.rows.values()] == output
+        assert torch.equal(probe.rows[position], kept.logits)
+    shifted = [o[1:] + [o[0]] for o in outputs]
+    probes = [LogitsProbe(0, range(len(o))) for o in shifted]
+    batched.follow(prompts, shifted, probes)
+    rows = [row for p in probes for row in p.rows.values()]
+    assert any(row.argmax().item() != t for row, t in zip(rows, sum(shifted, []), strict=True))
+    assert [sorted(p.rows) for p in probes] == [list(range(len(o))) for o in shifted]
+    with pytest.raises(ValueError, match="follow replays batched ar"):
+        BatchedDecoder(_decoder(target, trained_drafter(qwen_target)[0], "dflash", None, []), 2).follow(
+            prompts, outputs, probes
+        )
+    with pytest.raises(ValueError, match="output 0 has 0 tokens"):
+        batched.follow(prompts, [[]] + outputs[1:], probes)
 
 
 def test_what_cannot_batch_is_refused(qwen_target, trained_drafter):

@@ -1,7 +1,7 @@
 """The lossless check tells numerical ties from bugs (fp32 tiny target): planted acceptance, tree-walk and
 tree-mask bugs are `algorithmic`, through the own-argmax audit or the proof at the divergence (replayed at
-batch 1, or from the logits a batched run captured), and a proof holds only where both sides chose their
-own argmax and the logits sit within rounding."""
+batch 1, or from the logits a batched run captured, bounded by batched `ar` replayed along `ar`'s output),
+and a proof holds only where both sides chose their own argmax and the logits sit within rounding."""
 
 import pytest
 import torch
@@ -188,15 +188,30 @@ def test_a_batched_row_is_proven_from_the_logits_its_batch_captured(qwen_target,
 
     monkeypatch.setattr(batched_rules.ARRule, "judge", flips_at_3)
     gens = BatchedDecoder(ar, 2).generate(prompts, 8, references=expected)
-    for prompt, want, gen in zip(prompts, expected, gens, strict=True):
+    monkeypatch.setattr(batched_rules.ARRule, "judge", judge)  # the batched ar that bounds rounding is correct
+    for i, (prompt, want, gen) in enumerate(zip(prompts, expected, gens, strict=True)):
         assert gen.tokens[:3] == want[:3] and gen.tokens[3] != want[3]
-        assert (gen.probe.position, gen.probe.width, gen.probe.batch_rows, gen.probe.batch_width) == (3, 1, 2, 1)
+        alone = 1 if i == 2 else 2  # the third prompt runs after the first two, alone: the forward runs its row only
+        assert (gen.probe.position, gen.probe.width, gen.probe.batch_rows, gen.probe.batch_width) == (3, 1, alone, 1)
         args = (ar, ar, prompt, want, gen.tokens, 8)
         found = prove_divergence(*args, captured=gen.probe, batched=True)
         assert found.position == 3 and found.method_margin > 0 and found.reference_distance < 1e-4
         assert found.kind == "algorithmic" and found.reason.startswith("(c)"), found  # a real margin, swapped
+
+        def rows(around, i=i):
+            return divergence.batched_ar_rows(ar, 2, prompts, expected, i, around)
+
+        bounded = prove_divergence(*args, captured=gen.probe, batched=True, batch=rows)
+        assert bounded.kind == "algorithmic" and bounded.batch_distance < 1e-4, bounded  # batched ar rounds finely
+
+        def coarse(around, far=found.distance):  # were batched ar's logits that far from batch 1's
+            return {q: row + far for q, row in rows(around).items()}
+
+        proof = prove_divergence(*args, captured=gen.probe, batched=True, batch=coarse)
+        assert proof.kind == "numerical" and proof.batch_distance >= found.distance * 0.99, proof
         monkeypatch.setattr(divergence, "DISTANCE_SLACK", found.distance + 1e-3)  # were rounding that coarse
-        assert prove_divergence(*args, captured=gen.probe, batched=True).kind == "numerical"
+        unused = prove_divergence(*args, captured=gen.probe, batched=True, batch=lambda around: 1 / 0)
+        assert unused.kind == "numerical" and unused.batch_distance is None  # replayed only where needed
         monkeypatch.setattr(divergence, "DISTANCE_SLACK", 1e-4)
         missing = prove_divergence(*args, batched=True)
         assert missing.kind == "algorithmic" and "captured no logits" in missing.reason
@@ -224,11 +239,17 @@ def test_a_tree_mask_bug_in_a_batch_is_algorithmic(qwen_target, trained_drafter,
     expected = [ar.generate(p, 30).tokens for p in prompts]
     gens = BatchedDecoder(tree, 2).generate(prompts, 30, references=expected)
     proofs = []
-    for prompt, want, gen in zip(prompts, expected, gens, strict=True):
+    for i, (prompt, want, gen) in enumerate(zip(prompts, expected, gens, strict=True)):
         assert gen.stats.own_argmax_violations == 0
-        proofs.append(prove_divergence(tree, ar, prompt, want, gen.tokens, 30, captured=gen.probe, batched=True))
+
+        def rows(around, i=i):
+            return divergence.batched_ar_rows(ar, 2, prompts, expected, i, around)
+
+        proof = prove_divergence(tree, ar, prompt, want, gen.tokens, 30, captured=gen.probe, batched=True, batch=rows)
+        proofs.append(proof)
     found = [p for p in proofs if p is not None]
     assert found and all(p.kind == "algorithmic" and p.reason.startswith("(c)") for p in found), found
+    assert all(p.batch_distance < 1e-4 for p in found), found  # batched ar, replayed, bounds nothing away
 
 
 @pytest.mark.parametrize("arch", ["qwen3", "llama"])

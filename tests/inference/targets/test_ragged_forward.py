@@ -254,3 +254,23 @@ def test_a_refill_computes_only_its_rows():
     assert cache.lengths.tolist() == [9, 6, 14]
     for r in (0, 2):
         assert torch.equal(cache.keys[:, r], keys[:, r]) and torch.equal(cache.values[:, r], values[:, r])
+
+
+def test_a_draining_batch_runs_its_first_rows_alone_and_moves_rows_there():
+    """A row moved to a free row (`RaggedKVCache.move`) keeps its entries and length; a forward over the
+    first rows only (`rows=2`) gives them what the batch-1 reference gives, and the rows after them keep
+    their lengths and entries."""
+    target = _target("qwen3")
+    prompts = [_ids(5, 60), _ids(9, 61), _ids(7, 62)]
+    cache = _prefill(target, prompts)
+    cache.reset(0)
+    cache.move(2, 0)
+    assert cache.lengths.tolist() == [7, 9, 0]
+    keys = cache.keys.clone()
+    windows = [_chain(3, 63), _tree(64)]
+    out = target.forward_ragged(RaggedWindow.stack(windows), cache, layer_ids=LAYERS, rows=2)
+    assert out.logits.shape[0] == 2 and cache.lengths.tolist() == [11, 13, 0]
+    _check_round(target, out, windows, [prompts[2], prompts[1]])
+    assert torch.equal(cache.keys[:, 2], keys[:, 2])
+    with pytest.raises(ValueError, match="a ragged window of 2 rows on 3 cache rows"):
+        target.forward_ragged(RaggedWindow.stack(windows), cache, rows=3)
