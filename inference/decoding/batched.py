@@ -284,7 +284,7 @@ class BatchedDecoder:
             t0 = clock.now()
             drafts[r] = rule.draft(state)
             spent[r] += clock.now() - t0
-            state.block = None  # a block no draft read must not reach the next round
+            state.block = state.drafted = None  # what no draft read must not reach the next round
         drafted = any(isinstance(d, Candidates) for d in drafts.values())
         if budget is not None:  # the round's width across the batch, then each row's kept prefix
             t0 = clock.now()

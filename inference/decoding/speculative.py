@@ -50,6 +50,7 @@ class DecodeState:
     stats: GenerationStats  # methods may record a finer split of their draft stage here
     forced_size: int | None = None  # a replayed round: verify exactly this many drafts (see `schedule`)
     block: torch.Tensor | None = None  # this round's block hidden states [1, B, H], drafted with a batch's rows
+    drafted: Any = None  # this round's draft, drafted with a batch's rows (a chain decoder's whole block)
 
 
 @dataclass

@@ -67,30 +67,49 @@ def draft_chain(
     read to the host once), what a chain window is chosen on. `hidden`: the block's hidden states [1, B, H]
     when the backbone already ran (a batched round's `draft_blocks`)."""
     hidden = drafter.draft_block(cache, root) if hidden is None else hidden
-    h = drafter.draft_hidden_slice(hidden)[0, :num_tokens]  # [n, H]
-    base = drafter.lm_head(h)  # [n, V], or [n, N] over the draft vocabulary
+    h = drafter.draft_hidden_slice(hidden)
+    return draft_chains(drafter, h, root, num_tokens, use_head, pick, scored)[0]
+
+
+def draft_chains(
+    drafter: DominoDrafter,
+    hidden: torch.Tensor,
+    roots: torch.Tensor,
+    num_tokens: int,
+    use_head: bool,
+    pick: TokenPicker = greedy_picker,
+    scored: bool = False,
+) -> list[ChainDraft]:
+    """One chain of `num_tokens` tokens after each of R roots [R], from the draft positions' hidden states
+    [R, D, H] (D >= `num_tokens`), every row at once: one lm_head product and one GRU step per position
+    for all rows (`pick` must then treat rows alone: the greedy picker does). A chain is its block's
+    tokens in order, so a shorter one is a prefix of a longer one; `draft_chain` is the one-row case."""
+    h = hidden[:, :num_tokens]
+    base = drafter.lm_head(h)  # [R, n, V], or [R, n, N] over the draft vocabulary
     head = drafter.head
     if not use_head or head is None:
-        tokens, probs = pick(base)
-        scores = _logprob(base, tokens).cumsum(0).tolist() if scored else None
-        full = None if probs is None else drafter.vocab.full_vocab_probs(probs)
-        return ChainDraft(drafter.vocab.to_target_ids(tokens), full, scores)
-    tokens, probs, logprobs = [], [], []
+        picked, probs = pick(base)
+        tokens, logprobs = drafter.vocab.to_target_ids(picked), _logprob(base, picked) if scored else None
+    else:
+        chosen, dists, logps = [], [], []
 
-    def choose(logits: torch.Tensor) -> torch.Tensor:
-        t, q = pick(logits)
-        if scored:
-            logprobs.append(_logprob(logits, t))
-        tokens.append(drafter.vocab.to_target_ids(t))
-        probs.append(q)
-        return tokens[-1]
+        def choose(logits: torch.Tensor) -> torch.Tensor:  # [R, (k,) V] -> target ids [R, (k)]
+            t, q = pick(logits)
+            if scored:
+                logps.append(_logprob(logits, t).view(t.shape[0], -1))
+            chosen.append(drafter.vocab.to_target_ids(t))
+            dists.append(None if q is None else q.view(t.shape[0], -1, q.shape[-1]))
+            return chosen[-1]
 
-    prefix = min(drafter.config.pure_draft_prefix_len, num_tokens)
-    start = torch.cat([root, choose(base[:prefix])] if prefix else [root]).unsqueeze(0)
-    roll_out(DecodingSteps(head), drafter.embed, h.unsqueeze(0), base.unsqueeze(0), start, choose)
-    full = None if probs[0] is None else drafter.vocab.full_vocab_probs(torch.cat(probs))
-    scores = torch.cat(logprobs).cumsum(0).tolist() if scored else None
-    return ChainDraft(torch.cat(tokens), full, scores)
+        prefix = min(drafter.config.pure_draft_prefix_len, num_tokens)
+        start = torch.cat([roots[:, None], choose(base[:, :prefix])], 1) if prefix else roots[:, None]
+        roll_out(DecodingSteps(head), drafter.embed, h, base, start, choose)
+        tokens = torch.cat([t.view(t.shape[0], -1) for t in chosen], 1)
+        probs = None if dists[-1] is None else torch.cat(dists, 1)
+        logprobs = torch.cat(logps, 1) if scored else None
+    scores = logprobs.cumsum(1).tolist() if scored else [None] * len(tokens)
+    full = [None] * len(tokens) if probs is None else drafter.vocab.full_vocab_probs(probs)
+    return [ChainDraft(t, f, s) for t, f, s in zip(tokens, full, scores, strict=True)]
 
 
 class ChainDecoder(SpeculativeDecoder):
@@ -123,8 +142,7 @@ class ChainDecoder(SpeculativeDecoder):
             hidden = self.drafter.draft_hidden_slice(self.block_hidden(state))[0]
             return ChainDraft(self.rollout(hidden, self.drafter.lm_head(hidden), state.root)[:n])
         if self.window is None:
-            pick, block = self._picker(state), self.block_hidden(state)
-            return draft_chain(self.drafter, state.draft_cache, state.root, n, self.use_head, pick, hidden=block)
+            return self._chain(state, n, scored=False)
         built = self.candidates(state)
         if state.forced_size is not None:
             keep = min(state.forced_size, n)
@@ -137,15 +155,38 @@ class ChainDecoder(SpeculativeDecoder):
     def _picker(self, state: DecodeState) -> TokenPicker:
         return sampling_picker(self.sampling, state.generator) if self.verifier.sampled_drafts else greedy_picker
 
+    def draft_blocks(self, states: list[DecodeState]) -> None:
+        """A batched round's drafts: the rows' backbone in one forward, and for greedy drafts the rows'
+        whole chains too, in one lm_head product and one head step per position (`draft_chains`), left in
+        `state.drafted` for the row's `draft` / `candidates` (a row's own draft cuts its chain to what it
+        may emit). Sampled drafts draw from each row's own generator, so they stay per row."""
+        super().draft_blocks(states)
+        rows = [s for s in states if s.block is not None]
+        if not rows or self.verifier.sampled_drafts or self.rollout is not None:
+            return
+        hidden = torch.cat([self.drafter.draft_hidden_slice(s.block) for s in rows])
+        roots = torch.cat([s.root for s in rows])
+        chains = draft_chains(self.drafter, hidden, roots, hidden.shape[1], self.use_head, scored=True)
+        for state, chain in zip(rows, chains, strict=True):
+            state.block, state.drafted = None, chain
+
+    def _chain(self, state: DecodeState, n: int, scored: bool) -> ChainDraft:
+        """The state's chain of n tokens: a cut of the one its batch drafted this round, else drafted now."""
+        chain, state.drafted = state.drafted, None
+        if chain is not None:
+            return ChainDraft(chain.tokens[:n], None, chain.scores[:n] if scored else None)
+        pick, block = self._picker(state), self.block_hidden(state)
+        return draft_chain(self.drafter, state.draft_cache, state.root, n, self.use_head, pick, scored, block)
+
     def candidates(self, state: DecodeState, settle: bool = False) -> Candidates | None:
         """The whole block's chain with each prefix's acceptance, before the window is chosen (None: no
         draft can be emitted); `settle` is the trees' (a chain drafts its block whatever it keeps)."""
         n = min(self.drafter.config.num_draft_tokens, state.tokens_left - 1)
         if n <= 0:
             return None
-        t0, alone = self.clock.now(), state.block is None  # (a batch's shared backbone is not a batch-1 cost)
-        pick, block = self._picker(state), self.block_hidden(state)
-        draft = draft_chain(self.drafter, state.draft_cache, state.root, n, self.use_head, pick, True, block)
+        t0 = self.clock.now()
+        alone = state.block is None and state.drafted is None  # (a batch's shared drafting is not a batch-1 cost)
+        draft = self._chain(state, n, scored=True)
         if alone:
             self.fixed_s.add(self.clock.now() - t0)
         fixed = self.fixed_s.value()

@@ -3,7 +3,8 @@ different lengths and token limits, some ended early by stop tokens, decoded at 
 (so finished rows are refilled while the others go on, and a draining batch's forwards run its live rows
 alone, moved to its first rows) with one ragged target forward per round, give
 every prompt exactly its batch-1 `decoder.generate` tokens, finish reason and accept lengths, for `ar`,
-the chains and the trees (fixed budgets), with the rows' drafter blocks drafted in one forward; a planted
+the chains and the trees (fixed budgets), with the rows' drafter blocks drafted in one forward (and the
+chains' rollouts in one); a planted
 crop bug is caught; what cannot batch is refused."""
 
 from __future__ import annotations
@@ -14,6 +15,7 @@ import torch
 from inference import DominoDrafter
 from inference.decoding import DecodeOptions, TreeOptions, build_decoder
 from inference.decoding.batched import BatchedDecoder
+from inference.decoding.chain import decoder as chain_decoder
 from inference.decoding.cost_model import VerifyCurve
 from inference.decoding.logits_probe import LogitsProbe
 from inference.targets.adapter import TargetModel
@@ -83,6 +85,14 @@ def test_every_row_decodes_what_batch_1_decodes(any_tiny_target, trained_drafter
         return forward(self, window, cache, layer_ids, rows)
 
     monkeypatch.setattr(TargetModel, "forward_ragged", verified)
+    chained = []  # rows per chain rollout
+    chains = chain_decoder.draft_chains
+
+    def rolled(drafter, hidden, *args, **kwargs):
+        chained.append(hidden.shape[0])
+        return chains(drafter, hidden, *args, **kwargs)
+
+    monkeypatch.setattr(chain_decoder, "draft_chains", rolled)
     decoder = _decoder(target, drafter, method, budget, stops)
     expected = [decoder.generate(p, m) for p, m in zip(prompts, MAX_NEW_TOKENS, strict=True)]
     reasons = [g.finish_reason for g in expected]
@@ -105,10 +115,13 @@ def test_every_row_decodes_what_batch_1_decodes(any_tiny_target, trained_drafter
             assert [getattr(g.stats, k) for k in walk] == [getattr(e.stats, k) for k in walk], where
         if method != "ar" and concurrency > 1:  # the rows' blocks were drafted together
             assert shared and max(shared) == concurrency, (where, shared)
+        if method in ("dflash", "domino"):  # the rows' chains were rolled out together
+            assert max(chained) == concurrency, (where, chained)
         if concurrency == 3:  # a draining batch's forwards run its live rows alone (moved first)
             assert max(computed) == 3 and min(computed) < 3, (where, computed)
         shared.clear()
         computed.clear()
+        chained.clear()
 
 
 def test_a_row_crop_that_keeps_one_stale_entry_is_caught(qwen_target, trained_drafter, monkeypatch):

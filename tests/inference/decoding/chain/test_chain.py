@@ -4,13 +4,13 @@ import pytest
 import torch
 
 from inference.decoding import ChainDecoder, build_decoder, draft_chain
-from inference.decoding.chain.decoder import sampling_picker
+from inference.decoding.chain.decoder import draft_chains, sampling_picker
 from inference.decoding.sampling import SamplingParams, probabilities
 
 
 def _recording_picker(seen: list[torch.Tensor]):
-    def pick(logits: torch.Tensor):
-        seen.append(logits)
+    def pick(logits: torch.Tensor):  # [rows, (k,) V]: one row here
+        seen.append(logits.reshape(-1, logits.shape[-1]))
         return logits.argmax(-1), None
 
     return pick
@@ -114,3 +114,22 @@ def test_sampled_drafts_carry_the_distribution_they_were_drawn_from(qwen_target,
         final = drafter.block_logits(hidden, torch.cat([ids[:, -1], draft.tokens[:-1]]).unsqueeze(0)).final[0]
     torch.testing.assert_close(draft.probs, probabilities(final, params), rtol=1e-4, atol=1e-5)
     assert (draft.probs.gather(-1, draft.tokens.unsqueeze(-1)) > 0).all()
+
+
+@pytest.mark.parametrize("prefix", [0, 1])
+@pytest.mark.parametrize("use_head", [True, False])
+def test_chains_of_many_rows_are_each_row_s_chain(any_tiny_target, make_drafter, prefix, use_head):
+    """`draft_chains` over 3 rows (one lm_head product, one head step per position for all) gives each row
+    the tokens and prefix scores it gets alone, and a shorter chain is a prefix of the longer one."""
+    drafter = make_drafter(any_tiny_target, block_size=5, pure_draft_prefix_len=prefix)
+    g = torch.Generator().manual_seed(3)
+    hidden = torch.randn(3, 4, drafter.config.hidden_size, generator=g)
+    roots = torch.randint(0, 256, (3,), generator=g)
+    with torch.no_grad():
+        together = draft_chains(drafter, hidden, roots, 4, use_head, scored=True)
+        for r, chain in enumerate(together):
+            alone = draft_chains(drafter, hidden[r : r + 1], roots[r : r + 1], 4, use_head, scored=True)[0]
+            assert torch.equal(chain.tokens, alone.tokens) and chain.probs is None
+            assert chain.scores == pytest.approx(alone.scores, abs=1e-5)
+        short = draft_chains(drafter, hidden, roots, 2, use_head, scored=True)
+    assert all(torch.equal(s.tokens, t.tokens[:2]) for s, t in zip(short, together, strict=True))
