@@ -5,6 +5,7 @@
 #   launch/smollm2_cost_sweep.sh                 # every run; rerun it to resume (finished runs are skipped)
 #   PROMPTS=40 BUDGETS="4 8 16 32 auto" WINDOWS="full auto" REPEAT=16 launch/smollm2_cost_sweep.sh
 #   BENCH="mt-bench:40,humaneval:40" BUDGETS="16 auto" REPEAT= OUT=... launch/smollm2_cost_sweep.sh  # report only
+#   ARGS="'concurrency=[2,4,8]' interleave=1" WINDOWS= ...  # more overrides for every run; no chain runs
 # One domino-decode run per setting (each with its own `ar`, prompt by prompt, in one process), written to
 # $OUT/budget_<b>, $OUT/window_<w>; REPEAT names a budget run twice ($OUT/budget_<b>_repeat), which
 # measures the run-to-run noise the comparison is judged against. Time it on a quiet machine. The table of
@@ -17,6 +18,7 @@ PROMPTS=${PROMPTS:-40}
 BENCH=${BENCH:-sharegpt:$PROMPTS}  # the prompts: choose on validation; the evaluation sets only to report the choice
 DRAFTERS=${DRAFTERS:-pretrained}  # holds smollm2-135m-domino and smollm2-135m-dflash
 
+eval "extra=(${ARGS:-})"  # the shell's quoting, as on a command line
 runs=()
 decode() {  # run dir, then overrides
   local dir=$1
@@ -28,16 +30,16 @@ decode() {  # run dir, then overrides
   fi
   "$BIN/domino-decode" preset=smollm2 "bench=[$BENCH]" num_threads="${THREADS:-2}" progress=false \
     drafter_path="$DRAFTERS/smollm2-135m-domino" baseline_drafter_path="$DRAFTERS/smollm2-135m-dflash" \
-    hydra.run.dir="$dir" "$@"
+    hydra.run.dir="$dir" "$@" "${extra[@]}"
 }
 
-for budget in ${BUDGETS:-4 8 16 32 auto}; do
+for budget in ${BUDGETS-4 8 16 32 auto}; do
   decode "$OUT/budget_$budget" "methods=[ar,ddtree,dominotree]" tree.budget="$budget"
 done
 if [[ -n "${REPEAT-16}" ]]; then
   decode "$OUT/budget_${REPEAT-16}_repeat" "methods=[ar,ddtree,dominotree]" tree.budget="${REPEAT-16}"
 fi
-for window in ${WINDOWS:-full auto}; do
+for window in ${WINDOWS-full auto}; do
   [[ $window == full ]] && value=null || value=$window
   decode "$OUT/window_$window" "methods=[ar,dflash,domino]" chain.window="$value"
 done

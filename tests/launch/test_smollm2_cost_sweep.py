@@ -26,3 +26,9 @@ def test_every_budget_and_window_decodes_the_validation_prompts_once(tmp_path, s
 def test_the_repeat_run_can_be_left_out(sweep):
     calls = sweep(BUDGETS="auto", WINDOWS="auto", REPEAT="")
     assert len(calls) == 2 and "budget_auto" in calls[0] and "window_auto" in calls[1]
+
+
+def test_more_overrides_reach_every_run_and_the_chain_runs_can_be_left_out(sweep):
+    """`ARGS` (shell-quoted) reaches every run as separate arguments; an empty `WINDOWS` runs no chain."""
+    calls = sweep(BUDGETS="2 auto", WINDOWS="", REPEAT="", ARGS="'concurrency=[2,4,8]' interleave=1")
+    assert len(calls) == 2 and all(c.endswith("concurrency=[2,4,8] interleave=1") for c in calls)

@@ -155,15 +155,19 @@ def topk_logprobs(
     return values, (idx if candidates is None else candidates[idx])
 
 
+def ddtree_children(base_logits: torch.Tensor, k: int, token_map: torch.Tensor | None = None) -> list[list[Children]]:
+    """The children at each draft position of R blocks' base logits [R, D, V] (or [R, D, N] with
+    `token_map`, the target id of each logit column; None = columns are target ids): the top-k of each
+    position's marginal, per block and position, read to the host once for all blocks."""
+    values, ids = topk_logprobs(base_logits, k, token_map)  # [R, D, k]
+    return [list(zip(i, v, strict=True)) for i, v in zip(ids.tolist(), values.tolist(), strict=True)]
+
+
 class DDTreeExpander:
-    """Path-independent children: the top-k of the base marginal at each draft position.
+    """Path-independent children: the given children of each draft position (`ddtree_children`)."""
 
-    `token_map` [N]: the target id of each logit column (a draft vocabulary); None = columns are target ids.
-    """
-
-    def __init__(self, base_logits: torch.Tensor, k: int, token_map: torch.Tensor | None = None) -> None:
-        values, ids = topk_logprobs(base_logits, k, token_map)  # [D, k]; one host read per round
-        self.lists = [(i, v) for i, v in zip(ids.tolist(), values.tolist(), strict=True)]
+    def __init__(self, lists: list[Children]) -> None:
+        self.lists = lists
 
     def root(self) -> Children:
         return self.lists[0]
@@ -173,12 +177,18 @@ class DDTreeExpander:
 
 
 def build_ddtree(
-    base_logits: torch.Tensor, budget: int, max_depth: int | None = None, token_map: torch.Tensor | None = None
+    base_logits: torch.Tensor,
+    budget: int,
+    max_depth: int | None = None,
+    token_map: torch.Tensor | None = None,
+    children: list[Children] | None = None,
 ) -> DraftTree:
     """DDTree over base logits [D, V] (or [D, N] with `token_map`): the `budget` most probable prefixes
-    under the factorised marginals."""
+    under the factorised marginals. `children`: the block's `ddtree_children` (at least `budget` each)
+    when a batch already computed them."""
     depth = base_logits.shape[0] if max_depth is None else min(max_depth, base_logits.shape[0])
-    return best_first(DDTreeExpander(base_logits, budget, token_map), budget, depth)
+    lists = children if children is not None else ddtree_children(base_logits[None], budget, token_map)[0]
+    return best_first(DDTreeExpander(lists), budget, depth)
 
 
 @dataclass(frozen=True)

@@ -23,7 +23,7 @@ from inference.decoding.cost_model import RunningMean
 from inference.decoding.methods import check_drafter, check_options, method_spec
 from inference.decoding.options import DecodeOptions, TreeOptions
 from inference.decoding.speculative import Candidates, DecodeState, SpeculativeDecoder, Verdict, VerifyWindow
-from inference.decoding.tree.build import best_first_batched, build_ddtree
+from inference.decoding.tree.build import best_first_batched, build_ddtree, ddtree_children
 from inference.decoding.tree.draft_tree import DraftTree
 from inference.decoding.tree.expander import FastDominoExpander
 from inference.decoding.tree.verify import TREE_WALKS, walk_steps
@@ -102,18 +102,38 @@ class TreeDecoder(SpeculativeDecoder):
             keep = len(built.draft)
         return self.keep(state, built, keep)
 
+    def draft_blocks(self, states: list[DecodeState]) -> None:
+        """A batched round's drafts: the rows' backbone in one forward, their base logits in one lm_head
+        product and, for DDTree, every row's children in one top-k (`ddtree_children`), left in
+        `state.drafted` for the row's tree build."""
+        super().draft_blocks(states)
+        rows = [s for s in states if s.block is not None]
+        if not rows:
+            return
+        hidden = torch.cat([self.drafter.draft_hidden_slice(s.block) for s in rows])
+        base = self.drafter.lm_head(hidden)  # [R, D, V or N]
+        children = [None] * len(rows)
+        if self.expander is None:
+            children = ddtree_children(base, self.node_budget, self.drafter.vocab.draft_to_target())
+        for state, h, b, kids in zip(rows, hidden, base, children, strict=True):
+            state.block, state.drafted = None, (h, b, kids)
+
     def candidates(self, state: DecodeState, settle: bool = False) -> Candidates | None:
         """This round's tree, best first, before its size is chosen (None: no draft can be emitted).
         `settle`: DominoTree stops expanding once the prefix a batch-1 cost-aware round keeps is known."""
         depth = min(self.drafter.config.num_draft_tokens, state.tokens_left - 1)  # deeper could never be emitted
         if depth <= 0:
             return None
-        t0, alone = self.clock.now(), state.block is None  # (a batch's shared backbone is not a batch-1 cost)
-        hidden = self.drafter.draft_hidden_slice(self.block_hidden(state))[0]
-        base = self.drafter.lm_head(hidden)
+        t0 = self.clock.now()
+        alone = state.block is None and state.drafted is None  # (a batch's shared drafting is not a batch-1 cost)
+        if state.drafted is not None:
+            (hidden, base, children), state.drafted = state.drafted, None
+        else:
+            hidden = self.drafter.draft_hidden_slice(self.block_hidden(state))[0]
+            base, children = self.drafter.lm_head(hidden), None
         t1 = self.clock.now()
         if self.expander is None:
-            tree = build_ddtree(base, self.node_budget, depth, self.drafter.vocab.draft_to_target())
+            tree = build_ddtree(base, self.node_budget, depth, self.drafter.vocab.draft_to_target(), children)
             if alone:
                 self.fixed_s.add(self.clock.now() - t0)
             fixed, step = self.fixed_s.value(), 0.0

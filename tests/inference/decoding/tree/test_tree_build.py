@@ -9,10 +9,31 @@ import torch
 
 from inference import DominoDrafter, load_target
 from inference.decoding.budget import best_prefix, prefix_settled
-from inference.decoding.tree.build import best_first, best_first_batched, build_ddtree, build_dominotree_reference
+from inference.decoding.tree.build import (
+    best_first,
+    best_first_batched,
+    build_ddtree,
+    build_dominotree_reference,
+    ddtree_children,
+)
 from inference.decoding.tree.draft_tree import DraftTree
 from inference.decoding.tree.expander import FastDominoExpander
 from inference.kernels.linear import kernel_unavailable_reason
+
+
+def test_ddtree_children_of_many_blocks_build_each_block_s_tree():
+    """`ddtree_children` over 3 blocks at once (a batched round) gives each block the tree it builds alone,
+    through a draft vocabulary's token map too."""
+    g = torch.Generator().manual_seed(1)
+    base = torch.randn(3, 4, 12, generator=g) * 2
+    token_map = torch.randperm(50, generator=g)[:12]
+    for tmap in (None, token_map):
+        children = ddtree_children(base, 6, tmap)
+        for r in range(3):
+            alone = build_ddtree(base[r], 6, 3, tmap)
+            together = build_ddtree(base[r], 6, 3, tmap, children[r])
+            assert (together.tokens, together.parents) == (alone.tokens, alone.parents)
+            assert together.scores == pytest.approx(alone.scores)
 
 
 def test_ddtree_holds_the_most_probable_prefixes():
