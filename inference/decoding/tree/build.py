@@ -27,7 +27,7 @@ lead the best-first order are enough, and the tree is the sequential one of that
 from __future__ import annotations
 
 import heapq
-from collections.abc import Callable
+from collections.abc import Callable, Generator
 from dataclasses import dataclass
 from itertools import count
 from typing import Any, Protocol
@@ -50,6 +50,14 @@ class Expander(Protocol):
 class BatchExpander(Expander, Protocol):
     def expand_many(self, requests: list[tuple[int, int, int, int]]) -> list[Children]:
         """`expand(*request)` for each (node, parent, rank, depth), computed together."""
+
+
+class RowsExpander(Protocol):
+    def row(self, r: int) -> Expander:
+        """Row r's expander (its root's children, and one node at a time)."""
+
+    def expand_rows(self, requests: list[tuple[int, tuple[int, int, int, int]]]) -> list[Children]:
+        """`row(r).expand(*request)` for each (r, request), computed together."""
 
 
 def best_first(expander: Expander, budget: int, max_depth: int) -> DraftTree:
@@ -111,7 +119,49 @@ def best_first_batched(
         return best_first(expander, budget, max_depth)
     if budget < 1 or max_depth < 1:
         return DraftTree()
-    kids: dict[int, Children] = {-1: expander.root()}
+    steps = _speculate(expander.root(), budget, max_depth, width, enough)
+    children = None
+    while True:
+        try:
+            batch = steps.send(children)
+        except StopIteration as done:
+            kids, child_key, budget = done.value
+            return best_first(_Replay(expander, kids, child_key), budget, max_depth)
+        children = expander.expand_many(batch)
+
+
+def best_first_rows(expander: RowsExpander, budget: int, depths: list[int], width: int = 4) -> list[DraftTree]:
+    """`best_first_batched`'s tree for each of several rows (a batched round's blocks, `depths[r]` deep),
+    the rows' speculative expansions in one `expand_rows` call per step: each row pops its own `width`
+    best candidates, and the step computes every row's together. Each tree is the one its row builds alone."""
+    trees: list[DraftTree | None] = [DraftTree() if budget < 1 or d < 1 else None for d in depths]
+    steps = {r: _speculate(expander.row(r).root(), budget, d, width) for r, d in enumerate(depths) if trees[r] is None}
+    asked = {r: [] for r in steps}
+    while steps:
+        for r in list(steps):
+            try:
+                asked[r] = steps[r].send(asked[r] or None)
+            except StopIteration as done:
+                kids, child_key, size = done.value
+                trees[r] = best_first(_Replay(expander.row(r), kids, child_key), size, depths[r])
+                del steps[r]
+        requests = [(r, request) for r in steps for request in asked[r]]
+        answers = iter(expander.expand_rows(requests)) if requests else iter(())
+        asked = {r: [next(answers) for _ in asked[r]] for r in steps}
+    return trees  # type: ignore[return-value]
+
+
+def _speculate(
+    root: Children,
+    budget: int,
+    max_depth: int,
+    width: int,
+    enough: Callable[[list[float], list[int], float], bool] | None = None,
+) -> Generator[list[tuple[int, int, int, int]], list[Children], tuple[dict[int, Children], dict, int]]:
+    """`best_first_batched`'s speculative phase as a generator: yields each step's expansion requests
+    (node, parent, rank, depth), is sent their children, and returns the children computed, the keys of
+    (parent, rank) and the budget (smaller once `enough`)."""
+    kids: dict[int, Children] = {-1: root}
     score: dict[int, float] = {-1: 0.0}
     node_depth: dict[int, int] = {}
     child_key: dict[tuple[int, int], int] = {}
@@ -134,7 +184,7 @@ def best_first_batched(
                 heapq.heappush(heap, (-(score[parent] + logprobs[rank + 1]), next(order), parent, depth, rank + 1))
             if depth < max_depth:
                 batch.append((key, parent, rank, depth))
-        for (key, _, _, depth), children in zip(batch, expander.expand_many(batch) if batch else [], strict=True):
+        for (key, _, _, depth), children in zip(batch, (yield batch) if batch else [], strict=True):
             kids[key] = children
             heapq.heappush(heap, (-(score[key] + children[1][0]), next(order), key, depth + 1, 0))
         if enough is not None and heap:
@@ -143,7 +193,7 @@ def best_first_batched(
             if leading and enough([-s for s, _ in leading], [node_depth[k] for _, k in leading], bound):
                 budget = len(leading)
                 break
-    return best_first(_Replay(expander, kids, child_key), budget, max_depth)
+    return kids, child_key, budget
 
 
 def topk_logprobs(

@@ -23,9 +23,10 @@ from inference.decoding.cost_model import RunningMean
 from inference.decoding.methods import check_drafter, check_options, method_spec
 from inference.decoding.options import DecodeOptions, TreeOptions
 from inference.decoding.speculative import Candidates, DecodeState, SpeculativeDecoder, Verdict, VerifyWindow
-from inference.decoding.tree.build import best_first_batched, build_ddtree, ddtree_children
+from inference.decoding.tree.build import best_first_batched, best_first_rows, build_ddtree, ddtree_children
 from inference.decoding.tree.draft_tree import DraftTree
 from inference.decoding.tree.expander import FastDominoExpander
+from inference.decoding.tree.rows_expander import DominoRowsExpander
 from inference.decoding.tree.verify import TREE_WALKS, walk_steps
 from inference.drafter import DominoDrafter
 from inference.kernels.cuda_graph import use_cuda_graphs
@@ -51,12 +52,13 @@ class TreeDecoder(SpeculativeDecoder):
         self.name, self.walk = method, TREE_WALKS[options.verify]
         self.cost_aware = tree.budget == AUTO
         self.node_budget = tree.max_budget if self.cost_aware else tree.budget  # the tree a round builds
-        self.expander = None
+        self.expander = self.rows_expander = None
         if spec.needs_head:
             graphs = use_cuda_graphs(options.cuda_graph, target.device)
             self.expander = FastDominoExpander(
                 drafter, tree.top_m, tree.node_topk, self.node_budget, graphs, width=tree.expand_width
             )
+            self.rows_expander = DominoRowsExpander(self.expander)  # a batched round's rows, expanded together
         self.fixed_s, self.step_s = RunningMean(), RunningMean()  # a round's fixed draft cost; one head step
 
     def max_window(self) -> int:
@@ -104,19 +106,24 @@ class TreeDecoder(SpeculativeDecoder):
 
     def draft_blocks(self, states: list[DecodeState]) -> None:
         """A batched round's drafts: the rows' backbone in one forward, their base logits in one lm_head
-        product and, for DDTree, every row's children in one top-k (`ddtree_children`), left in
-        `state.drafted` for the row's tree build."""
+        product and, for DDTree, every row's children in one top-k (`ddtree_children`); DominoTree builds
+        every row's tree, the rows' head steps taken together (`best_first_rows`). Left in
+        `state.drafted` for the row's `candidates`."""
         super().draft_blocks(states)
         rows = [s for s in states if s.block is not None]
         if not rows:
             return
         hidden = torch.cat([self.drafter.draft_hidden_slice(s.block) for s in rows])
         base = self.drafter.lm_head(hidden)  # [R, D, V or N]
-        children = [None] * len(rows)
+        children, trees = [None] * len(rows), [None] * len(rows)
         if self.expander is None:
             children = ddtree_children(base, self.node_budget, self.drafter.vocab.draft_to_target())
-        for state, h, b, kids in zip(rows, hidden, base, children, strict=True):
-            state.block, state.drafted = None, (h, b, kids)
+        else:
+            depths = [min(hidden.shape[1], s.tokens_left - 1) for s in rows]
+            expander = self.rows_expander.prepare(hidden, base, torch.cat([s.root for s in rows]))
+            trees = best_first_rows(expander, self.node_budget, depths, self.expander.width)
+        for state, h, b, kids, tree in zip(rows, hidden, base, children, trees, strict=True):
+            state.block, state.drafted = None, (h, b, kids, tree)
 
     def candidates(self, state: DecodeState, settle: bool = False) -> Candidates | None:
         """This round's tree, best first, before its size is chosen (None: no draft can be emitted).
@@ -127,12 +134,14 @@ class TreeDecoder(SpeculativeDecoder):
         t0 = self.clock.now()
         alone = state.block is None and state.drafted is None  # (a batch's shared drafting is not a batch-1 cost)
         if state.drafted is not None:
-            (hidden, base, children), state.drafted = state.drafted, None
+            (hidden, base, children, tree), state.drafted = state.drafted, None
         else:
             hidden = self.drafter.draft_hidden_slice(self.block_hidden(state))[0]
-            base, children = self.drafter.lm_head(hidden), None
+            base, children, tree = self.drafter.lm_head(hidden), None, None
         t1 = self.clock.now()
-        if self.expander is None:
+        if tree is not None:  # built with the batch's rows
+            fixed, step = self.fixed_s.value(), self.step_s.value()
+        elif self.expander is None:
             tree = build_ddtree(base, self.node_budget, depth, self.drafter.vocab.draft_to_target(), children)
             if alone:
                 self.fixed_s.add(self.clock.now() - t0)

@@ -12,12 +12,14 @@ from inference.decoding.budget import best_prefix, prefix_settled
 from inference.decoding.tree.build import (
     best_first,
     best_first_batched,
+    best_first_rows,
     build_ddtree,
     build_dominotree_reference,
     ddtree_children,
 )
 from inference.decoding.tree.draft_tree import DraftTree
 from inference.decoding.tree.expander import FastDominoExpander
+from inference.decoding.tree.rows_expander import DominoRowsExpander
 from inference.kernels.linear import kernel_unavailable_reason
 
 
@@ -196,6 +198,33 @@ def test_fast_batched_builder_equals_the_reference(qwen_target, make_drafter, wi
         got = best_first_batched(fast.prepare(hidden, base, root), budget, hidden.shape[0], width)
         assert (got.tokens, got.parents, got.depths) == (ref.tokens, ref.parents, ref.depths)
         assert got.scores == pytest.approx(ref.scores, abs=1e-5)  # rows batched together may round differently
+
+
+@pytest.mark.parametrize(
+    "top_m, node_topk, prefix, vocab", [(16, 4, 1, None), (0, 3, 1, None), (8, 8, 0, None), (16, 4, 0, 96)]
+)
+def test_rows_built_together_are_each_row_s_reference_tree(qwen_target, make_drafter, top_m, node_topk, prefix, vocab):
+    """A batched round's rows (`best_first_rows` on `DominoRowsExpander`: each step expands every row's next
+    nodes together), of different depths, give each row the reference tree of its own block."""
+    drafter = make_drafter(qwen_target, block_size=8, pure_draft_prefix_len=prefix, draft_vocab_size=vocab).eval()
+    if vocab:
+        drafter.vocab.set_ids(torch.arange(vocab) * 2)
+    token_map = drafter.vocab.draft_to_target()
+    with torch.inference_mode():
+        rows = DominoRowsExpander(FastDominoExpander(drafter, top_m, node_topk, budget=4, width=4))
+        inputs = [_round_inputs(drafter, qwen_target, seed) for seed in range(3)]
+        hidden = torch.stack([h for h, _, _ in inputs])
+        base = torch.stack([b for _, b, _ in inputs])
+        roots = torch.cat([r for _, _, r in inputs])
+        depths = [7, 2, 5]
+        for budget in (5, 16, 40):
+            trees = best_first_rows(rows.prepare(hidden, base, roots), budget, depths, width=4)
+            for (h, b, root), depth, got in zip(inputs, depths, trees, strict=True):
+                args = (h, b, root, prefix, budget, top_m, node_topk, depth)
+                ref = build_dominotree_reference(drafter.head, drafter.embed, *args, token_map=token_map)
+                assert (got.tokens, got.parents, got.depths) == (ref.tokens, ref.parents, ref.depths)
+                assert got.scores == pytest.approx(ref.scores, abs=1e-5)
+        assert best_first_rows(rows.prepare(hidden, base, roots), 0, depths) == [DraftTree()] * 3
 
 
 class _ToyHead:
