@@ -10,8 +10,9 @@ drafting: the chain's reference rollout is `chain/decoder.py:draft_chain` and it
 reference expander are `tree/build.py` and its graphed expander `tree/expander.py`. `sampling.py` is the
 one temperature / top-k / top-p transform that drafting, verification and plain sampling share;
 `batch_generation.py` samples many prompts from the target alone in one left-padded batch (the data
-pipeline's regeneration); `batched.py` (`BatchedDecoder`) decodes many prompts with any method at a fixed
-window, one ragged target forward per round for all of them, each exactly as its batch-1 decoder would.
+pipeline's regeneration); `batched.py` (`BatchedDecoder`) decodes many prompts with any method, the
+rows' drafting shared and one ragged target forward per round for all of them, each row exactly as its
+batch-1 decoder would at a fixed window (a cost-aware one sizes its drafts across the batch).
 """
 
 from inference.decoding.api import build_decoder, generate, prompt_ids

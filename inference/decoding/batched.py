@@ -7,12 +7,13 @@ a fixed window / budget every row emits exactly the tokens, and verifies the win
 `decoder.generate` on its prompt alone (up to the rounding of the batched forwards, which on the tiny
 fp32 targets of the tests never moves a choice). A cost-aware decoder (`auto`) sizes its drafts across
 the batch instead (`batch_budget.py`): each row's draft is a prefix of its full draft, and its output
-stays its batch-1 `ar` output. Two forwards are shared by the rows: the drafter's backbone
-(`SpeculativeDecoder.draft_blocks`: every drafting row's block in one forward over its own draft cache;
-the head's steps and the tree builds stay per row) and the target's verify (the rows' windows stacked,
-`RaggedWindow.stack`, run in one `target.forward_ragged` on a `RaggedKVCache`); each row judges its own
-logits. A row's `DecodeState` holds a `RowCache` (its row of the ragged cache), so the decoder's own
-`commit` crops or compacts that row.
+stays its batch-1 `ar` output. The rows share their drafting and the target's verify. Drafting:
+`draft_blocks` runs every drafting row's block in one backbone forward over its own draft cache, then
+what the decoder can do for all rows at once (one lm_head product; a greedy chain's head steps; DDTree's
+top-k; DominoTree's tree builds, whose head steps expand every row's next nodes together), each row's
+share left in its `DecodeState`. Verify: the rows' windows stacked (`RaggedWindow.stack`) and run in one
+`target.forward_ragged` on a `RaggedKVCache`; each row judges its own logits. A row's `DecodeState` holds
+a `RowCache` (its row of the ragged cache), so the decoder's own `commit` crops or compacts that row.
 
 Continuous batching: a finished row (stop token or token budget) is reset and refilled with the next waiting
 prompt before the next round; the refills are prefilled together in one `target.prefill_ragged`, which
@@ -24,8 +25,9 @@ apart, and a drain that kept computing the empty rows charged them what batched 
 limits end together, never pays. The run ends when every prompt is done; the results come back in input
 order.
 
-Round costs: one backbone forward for the drafting rows, per active row the rest of its draft (head
-steps, tree build) and its judge / commit; then one ragged target forward over the live rows, of width
+Round costs: the rows' shared drafting, per active row what is left of its draft (a sampled chain's
+head steps, a tree's best-first bookkeeping) and its judge / commit; then one ragged target forward over
+the live rows, of width
 W = the widest window this round (each row pays W columns of compute and cache writes, pad columns
 included) over a span of max(row length) + W. Prefills of refills add one ragged forward over the
 refilled rows, of width = the longest refill prompt. Needs the target's lean engine (`forward_ragged`).

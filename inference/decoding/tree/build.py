@@ -21,7 +21,9 @@ expands them together, until no unexpanded candidate can still enter the top `bu
 sequential `best_first` replays over the children already computed (expanding one at a time any it
 lacks). The tree is therefore exactly the sequential one, ties included; only the work is grouped.
 Given `enough` (a cost-aware round's `budget.prefix_settled`), it also stops once the nodes that surely
-lead the best-first order are enough, and the tree is the sequential one of that size.
+lead the best-first order are enough, and the tree is the sequential one of that size. `best_first_rows`
+runs that speculation for every row of a batched round in step (a generator per row, `_speculate`), so
+that one `expand_rows` call computes every row's next nodes; each row's tree is still its sequential one.
 """
 
 from __future__ import annotations
