@@ -22,7 +22,7 @@ from inference.decoding.chain.verify import ChainDraft, make_verifier
 from inference.decoding.cost_model import RunningMean
 from inference.decoding.methods import check_drafter, check_options, method_spec
 from inference.decoding.options import DecodeOptions
-from inference.decoding.sampling import SamplingParams, probabilities, sample_from
+from inference.decoding.sampling import SamplingParams, greedy_ids, probabilities, sample_from
 from inference.decoding.speculative import Candidates, DecodeState, SpeculativeDecoder, Verdict, VerifyWindow
 from inference.drafter import DominoDrafter
 from inference.drafter.draft_cache import DraftKVCache
@@ -35,7 +35,7 @@ TokenPicker = Callable[[torch.Tensor], tuple[torch.Tensor, torch.Tensor | None]]
 
 
 def greedy_picker(logits: torch.Tensor) -> tuple[torch.Tensor, None]:
-    return logits.argmax(-1), None
+    return greedy_ids(logits), None
 
 
 def sampling_picker(params: SamplingParams, generator: torch.Generator | None) -> TokenPicker:

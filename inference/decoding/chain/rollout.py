@@ -11,6 +11,7 @@ from __future__ import annotations
 
 import torch
 
+from inference.decoding.sampling import greedy_ids
 from inference.drafter import DominoDrafter
 from inference.drafter.rollout import DecodingSteps, roll_out
 from inference.kernels.cuda_graph import StaticStep
@@ -36,7 +37,7 @@ class GreedyChainRollout:
         tokens = []
 
         def choose(logits: torch.Tensor) -> torch.Tensor:
-            tokens.append(to_target(logits.argmax(-1)))
+            tokens.append(to_target(greedy_ids(logits)))
             return tokens[-1]
 
         prefix = min(self.prefix, len(self.tokens))

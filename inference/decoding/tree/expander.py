@@ -30,6 +30,31 @@ from inference.kernels.cuda_graph import StaticStep
 GATE_TABLE_BYTES = 64 << 20  # the largest table of draft tokens' GRU input projections kept (N x 3G)
 
 
+def top_m_candidates(
+    base: torch.Tensor, top_m: int, token_map: torch.Tensor | None, w2: torch.Tensor
+) -> tuple[torch.Tensor, torch.Tensor, torch.Tensor]:
+    """The top-M ids of every draft position of base logits [..., D, V] (target ids through `token_map`),
+    their base logits [..., D, M] and their W2 rows of the correction, in fp32 as `correction_rows`
+    computes it: [..., D * M, r]."""
+    cand = base.topk(top_m, dim=-1).indices
+    flat = cand.flatten()  # index_select: a gather of rows, cheaper than advanced indexing
+    ids = cand if token_map is None else token_map.index_select(0, flat).view_as(cand)
+    rows = w2.index_select(0, flat).float().view(*cand.shape[:-2], -1, w2.shape[-1])
+    return ids, base.gather(-1, cand), rows
+
+
+def candidate_logits(
+    features: torch.Tensor, w2_t: torch.Tensor, base_m: torch.Tensor, pos: torch.Tensor
+) -> torch.Tensor:
+    """Corrected logits [n, M] of n nodes' candidates at draft positions `pos` [n]: correction features
+    [n, r] against every position's W2 rows (`w2_t` [r, D * M]) in one product, plus the base logits
+    `base_m` [D, M], each node's own position kept. On a CPU one product over every position is cheaper
+    than gathering each node's rows."""
+    m = base_m.shape[-1]
+    every = torch.mm(features, w2_t).view(features.shape[0], -1, m) + base_m  # [n, D, M]
+    return every.gather(1, pos.view(-1, 1, 1).expand(-1, 1, m)).squeeze(1)
+
+
 class FastDominoExpander:
     def __init__(
         self,
@@ -100,11 +125,8 @@ class FastDominoExpander:
         """Corrected children (log-probs and ids, as float64 [n, 2, k]) of n nodes with GRU `states` [n, G]
         whose children sit at draft positions `pos` + 1."""
         if self.top_m:
-            # One product against every position's candidates, then each node's own position: on a CPU
-            # cheaper than gathering each node's rows (the rows are fp32, as `correction_rows` computes).
             features = self.head.correction_features(hidden, states).float()
-            every = torch.mm(features, self.w2_t).view(-1, *self.base_m.shape) + self.base_m  # [n, D, M]
-            logits = every.gather(1, pos.view(-1, 1, 1).expand(-1, 1, self.base_m.shape[1])).squeeze(1)
+            logits = candidate_logits(features, self.w2_t, self.base_m, pos)
             values, idx = torch.log_softmax(logits, dim=-1).topk(self.k, dim=-1)
             ids = self.cand.index_select(0, pos).gather(1, idx)
         else:
@@ -116,11 +138,10 @@ class FastDominoExpander:
     @torch.inference_mode()
     def _setup(self) -> None:
         if self.top_m:
-            cand = self.base.topk(self.top_m, dim=-1).indices
-            flat = cand.flatten()  # index_select: a gather of rows, cheaper than advanced indexing
-            self.cand.copy_(cand if self.token_map is None else self.token_map.index_select(0, flat).view_as(cand))
-            self.base_m.copy_(self.base.gather(1, cand))
-            self.w2_t.copy_(self.head.embed_proj[2].weight.index_select(0, flat).t())
+            cand, base_m, w2 = top_m_candidates(self.base, self.top_m, self.token_map, self.head.embed_proj[2].weight)
+            self.cand.copy_(cand)
+            self.base_m.copy_(base_m)
+            self.w2_t.copy_(w2.t())
         for pos in range(self.prefix):  # one row at a time: the reference's exact ops
             values, ids = topk_logprobs(self.base[pos], self.k_base, self.token_map)
             self.base_choice[pos, 0].copy_(values)

@@ -19,7 +19,7 @@ from itertools import groupby
 import torch
 
 from inference.decoding.tree.build import Children, topk_logprobs
-from inference.decoding.tree.expander import FastDominoExpander
+from inference.decoding.tree.expander import FastDominoExpander, candidate_logits, top_m_candidates
 
 
 class DominoRowsExpander:
@@ -34,15 +34,11 @@ class DominoRowsExpander:
     def prepare(self, hidden: torch.Tensor, base: torch.Tensor, roots: torch.Tensor) -> DominoRowsExpander:
         """Load the rows' backbone outputs (hidden [R, D, H], base logits [R, D, V], roots [R]) and set up."""
         fast, head = self.fast, self.head
-        rows, d = hidden.shape[:2]
+        rows = hidden.shape[0]
         self.hidden, self.base = hidden, base
         if fast.top_m:
-            cand = base.topk(fast.top_m, dim=-1).indices  # [R, D, M]
-            flat = cand.flatten()
-            self.cand = cand if fast.token_map is None else fast.token_map.index_select(0, flat).view_as(cand)
-            self.base_m = base.gather(2, cand)
-            w2 = head.embed_proj[2].weight.index_select(0, flat).float()  # [R * D * M, r]
-            self.w2_t = w2.view(rows, d * fast.top_m, -1).transpose(1, 2).contiguous()  # [R, r, D * M]
+            self.cand, self.base_m, w2 = top_m_candidates(base, fast.top_m, fast.token_map, head.embed_proj[2].weight)
+            self.w2_t = w2.transpose(1, 2).contiguous()  # [R, r, D * M]
         self._base_lists = []
         for r in range(rows):  # one row at a time: the reference's exact ops
             chosen = [topk_logprobs(base[r, pos], fast.k_base, fast.token_map) for pos in range(fast.prefix)]
@@ -102,14 +98,11 @@ class DominoRowsExpander:
         fast, head = self.fast, self.head
         if fast.top_m:
             features = head.correction_features(hidden, states).float()
-            m = fast.top_m
             parts, start = [], 0
             for r, group in groupby(rows.tolist()):
-                n = len(list(group))
-                every = torch.mm(features[start : start + n], self.w2_t[r]).view(n, -1, m) + self.base_m[r]
-                at = pos[start : start + n].view(-1, 1, 1).expand(-1, 1, m)
-                parts.append(every.gather(1, at).squeeze(1))
-                start += n
+                end = start + len(list(group))
+                parts.append(candidate_logits(features[start:end], self.w2_t[r], self.base_m[r], pos[start:end]))
+                start = end
             values, idx = torch.log_softmax(torch.cat(parts), dim=-1).topk(fast.k, dim=-1)
             ids = self.cand[rows, pos].gather(1, idx)
         else:
