@@ -7,8 +7,11 @@ costs what a real one costs. Two choices per round, both from measured costs:
   tokens per second of wall time (every row's tokens over the whole round: the drafts, the verify, the
   judging and commits) than its plain rounds do. Otherwise every row decodes plainly (draft size 0), and
   drafting is tried again after a pause that doubles while it keeps losing: one `DraftGate` over whole
-  rounds per concurrency and number of live rows (a draining batch is its own case), kept by the decoder
-  across batched runs (as the batch-1 decoder keeps its own).
+  rounds per concurrency, kept by the decoder across batched runs (as the batch-1 decoder keeps its own).
+  Its rates are in units of the live rows' plain rate (a round's tokens per row over its seconds in plain
+  rounds of those rows, from the verify curve), so that a draining batch's rounds, which commit fewer
+  tokens for a cheaper forward, are judged on the same scale as a full batch's and feed the same gate: a
+  gate per live-row count explored again at every row count a drain passed through.
   The gate is the batch's, not each row's: in a synchronous round every row waits for every draft and
   pays for the widest window, so a row's drafting costs the others what a per-row rate cannot see, and a
   plain row in a drafting round would measure the drafting rows' cost as its own.
@@ -114,20 +117,17 @@ class BatchBudget:
     def max_window(self) -> int:
         return self.decoder.max_window()
 
-    def gate(self, rows: int | None = None) -> DraftGate:
-        """The gate of rounds with `rows` live rows (None: a full batch), kept by the decoder across runs.
-        One per live-row count: a draining batch's rounds commit fewer tokens for the same forward, and a
-        plain rate learnt while draining would make the next full batch's drafting look paying. Its
-        first round is plain, so that drafting is judged against a measured plain round (the curve's
-        one-token cost leaves out the judge and commit of every row)."""
-        key = (self.concurrency, rows or self.concurrency)
-        return self.decoder.batch_gates.setdefault(key, DraftGate(pause=1))
+    def gate(self) -> DraftGate:
+        """The batch's gate at this concurrency, kept by the decoder across runs. Its first round is plain,
+        so that drafting is judged against a measured plain round (the curve's one-token cost leaves out
+        the judge and commit of every row)."""
+        return self.decoder.batch_gates.setdefault(self.concurrency, DraftGate(pause=1))
 
     def start_round(self, rows: int | None = None) -> None:
-        """Ask the gate of `rows` live rows (None: a full batch) whether this round drafts (once per
-        round, before any row drafts)."""
+        """Ask the gate whether this round of `rows` live rows (None: a full batch) drafts (once per round,
+        before any row drafts)."""
         self.rows = rows or self.concurrency
-        self.drafting = self.gate(self.rows).drafting()
+        self.drafting = self.gate().drafting()
 
     def draft_blocks(self, states: list[DecodeState]) -> None:
         """The backbone of every row in one forward, in a round the batch drafts."""
@@ -185,12 +185,14 @@ class BatchBudget:
         verify_s: float | None = None,
     ) -> None:
         """Feed the gate one round: `tokens` committed by its `rows` live rows in `seconds` of wall time
-        (drafts, the forward, every judge and commit), `drafted` when any row drafted. Before a plain round
-        was measured, plain decoding is taken to commit `rows` tokens per one-token verify of `batch_rows`.
-        The round's verify forward (`batch_rows` x `width` tokens in `verify_s`) corrects the cost curve."""
+        (drafts, the forward, every judge and commit), `drafted` when any row drafted; the gate sees the
+        round's rate over the plain rate of `rows` rows in a forward of `batch_rows` (module doc), so a
+        plain round of any size scores about 1. The round's verify forward (`batch_rows` x `width`
+        tokens in `verify_s`) corrects the cost curve first."""
         if self.timed is not None and verify_s is not None:
             self.timed.observe(batch_rows * width, verify_s)
-        self.gate(rows).record(drafted, tokens, seconds, rows / self.cost(batch_rows))
+        plain_round = self.cost(batch_rows)  # seconds of a plain round's forward over these rows
+        self.gate().record(drafted, tokens * plain_round / rows, seconds, plain_estimate=1.0)
 
     def verify_window(self, state: DecodeState, draft: Any) -> VerifyWindow:
         if draft is PLAIN:
@@ -206,4 +208,6 @@ class BatchBudget:
     def commit(
         self, state: DecodeState, verdict: Verdict, tokens: list[int], stats: GenerationStats
     ) -> tuple[bool, bool]:
-        return self.decoder.commit(state, verdict, tokens, stats)
+        """The decoder's commit; a plain round's root is the argmax it was sampled as, so it is not audited
+        again (greedy: the same reduction over the same row)."""
+        return self.decoder.commit(state, verdict, tokens, stats, audit=self.drafting)

@@ -239,7 +239,8 @@ class BatchedDecoder:
         drafter = self.rule.drafter
         if drafter is not None:
             draft_cache = drafter.new_cache(1, capacity=prompt_len + job.budget + drafter.config.block_size)
-            drafter.append_context(draft_cache, features[r : r + 1, :prompt_len])
+            # projected with the other rows' when the batch next drafts: never, while its gate keeps it plain
+            drafter.append_context(draft_cache, features[r : r + 1, :prompt_len], defer=True)
         state = DecodeState(RowCache(cache, r), draft_cache, root, prompt_len, job.budget - 1, job.generator, stats)
         job.first = clock.now()
         stats.prefill_s = job.first - t0

@@ -35,8 +35,9 @@ class DraftGate:
             return False
         return True
 
-    def record(self, drafted: bool, tokens: int, seconds: float, plain_estimate: float) -> None:
-        """A finished round; `plain_estimate` = tokens / s of a plain round before one was measured."""
+    def record(self, drafted: bool, tokens: float, seconds: float, plain_estimate: float) -> None:
+        """A finished round: `tokens` (or any measure of them, e.g. the batch's plain-rate units) in
+        `seconds`; `plain_estimate` = that measure per second of a plain round before one was measured."""
         rate = tokens / max(seconds, 1e-9)
         if not drafted:
             self.plain_rate = rate if self.plain_rate is None else (1 - WEIGHT) * self.plain_rate + WEIGHT * rate

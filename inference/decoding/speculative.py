@@ -111,7 +111,7 @@ class SpeculativeDecoder(Decoder):
         self.gate = DraftGate()  # cost-aware decoders: plain rounds while drafting does not pay (draft_gate.py)
         self.batch_curves: dict[int, VerifyCurve] = {}  # concurrency -> batch verify curve (`batch_budget.py`)
         self.batch_costs: dict[int, ObservedCosts] = {}  # concurrency -> that curve corrected by timed rounds
-        self.batch_gates: dict[tuple[int, int], DraftGate] = {}  # (concurrency, live rows) -> gate over rounds
+        self.batch_gates: dict[int, DraftGate] = {}  # concurrency -> the batch's gate over rounds
         # A replay (the lossless check) of a cost-aware generation: its rounds' draft sizes
         # (`stats.draft_sizes`), so that timing-driven choices verify the same windows again.
         self.schedule: list[int] | None = None
@@ -243,18 +243,19 @@ class SpeculativeDecoder(Decoder):
         return Generation(tokens=tokens, finish_reason=reason, stats=stats)
 
     def commit(
-        self, state: DecodeState, verdict: Verdict, tokens: list[int], stats: GenerationStats
+        self, state: DecodeState, verdict: Verdict, tokens: list[int], stats: GenerationStats, audit: bool = True
     ) -> tuple[bool, bool]:
         """Emit the verdict's tokens (cut at a stop token / the budget) and advance both caches.
 
         Greedy decoding audits every emitted token against the argmax of the verify logits that chose it
         (`stats.own_argmax_violations`): an acceptance rule that commits anything else is a bug, whether or
-        not the output happens to part from `ar`'s. Returns (finished, stopped by a stop token). A finished
-        generation leaves the caches as they are.
+        not the output happens to part from `ar`'s. `audit=False` skips that where the token was chosen by
+        that very argmax (a batch's plain round samples its root alone: the audit would redo the choice).
+        Returns (finished, stopped by a stop token). A finished generation leaves the caches as they are.
         """
         emit, stopped = take_until_stop(verdict.tokens, self.stop_token_ids, state.tokens_left)
-        rows = verdict.rows() if self.sampling.greedy or self.probe is not None else None
-        if rows is not None and self.sampling.greedy:
+        rows = verdict.rows() if (self.sampling.greedy and audit) or self.probe is not None else None
+        if rows is not None and self.sampling.greedy and audit:
             own = greedy_ids(rows[: len(emit)]).tolist()
             stats.own_argmax_violations += sum(o != t for o, t in zip(own, emit, strict=True))
         if rows is not None and self.probe is not None:

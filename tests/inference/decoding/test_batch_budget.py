@@ -112,17 +112,19 @@ def test_the_batch_gate_compares_whole_rounds_and_is_kept_across_batched_runs():
     assert not again.drafting and again.gate().pause == 3
 
 
-def test_a_draining_batch_has_its_own_gate():
-    """Rounds with one live row of two (the batch draining) commit half the tokens for the same forward:
-    they feed their own gate, so the full batch's plain rate is not dragged down by them."""
-    curve = VerifyCurve([2, 8], [0.010, 0.012], 16)
+def test_a_draining_batch_feeds_the_same_gate_in_plain_rate_units():
+    """Rounds with one live row of two (the batch draining) commit half the tokens for a cheaper forward:
+    each round is scored against a plain round of its own rows, so the drain neither drags down the full
+    batch's plain rate nor explores drafting again at its own row count."""
+    curve = VerifyCurve([1, 2, 8], [0.008, 0.010, 0.012], 16)
     budget = BatchBudget(_Decoder(curve), 2)
     budget.start_round(2)
-    budget.end_round(False, 2, 0.010, rows=2, batch_rows=2)  # full: 200 tokens / s
-    budget.start_round(1)
-    assert not budget.drafting  # the draining case measures its own plain round first
-    budget.end_round(False, 1, 0.010, rows=1, batch_rows=2)  # draining: 100 tokens / s
-    assert budget.gate(2).plain_rate == pytest.approx(200) and budget.gate(1).plain_rate == pytest.approx(100)
-    budget.end_round(True, 3, 0.010, rows=2, batch_rows=2)  # 300 tokens / s: drafting pays
+    assert not budget.drafting  # the first round measures plain decoding
+    budget.end_round(False, 2, 0.010, rows=2, batch_rows=2)  # full: 200 tokens / s = the curve's plain rate
+    budget.end_round(False, 1, 0.008, rows=1, batch_rows=1)  # draining: 125 tokens / s, its rows' plain rate
+    assert budget.gate().plain_rate == pytest.approx(1.0)
+    budget.end_round(True, 2, 0.020, rows=1, batch_rows=1)  # a drafting drain round at 0.8x its plain rate
     budget.start_round(2)
-    assert budget.drafting and budget.gate(2).pause == 0
+    assert not budget.drafting and budget.gate().pause == 3  # losing: the full batch pauses too
+    budget.end_round(True, 3, 0.010, rows=2, batch_rows=2)  # a full drafting round at 1.5x the plain rate
+    assert budget.gate().draft_rate == pytest.approx(0.75 * 0.8 + 0.25 * 1.5)
