@@ -16,9 +16,11 @@ share left in its `DecodeState`. Verify: the rows' windows stacked (`RaggedWindo
 a `RowCache` (its row of the ragged cache), so the decoder's own `commit` crops or compacts that row.
 
 Continuous batching: a finished row (stop token or token budget) is reset and refilled with the next waiting
-prompt before the next round; the refills are prefilled together in one `target.prefill_ragged`, which
-computes only their rows (rows finish at different rounds under speculation, and a refill that ran every
-row of the batch cost a whole batch's prefill per finished sequence). Once nothing waits, the batch
+prompt before the next round; the refills are prefilled in `target.prefill_ragged` calls that compute only
+their rows (rows finish at different rounds under speculation, and a refill that ran every row of the
+batch cost a whole batch's prefill per finished sequence), grouped so that padding stays small
+(`prefill_groups`: a ragged prefill computes every row as wide as its longest prompt, and prompts of 40
+and 600 tokens prefilled together cost two 600-token prompts). Once nothing waits, the batch
 shrinks: the last live rows move into the freed rows (`RaggedKVCache.move`, one row's entries once) and
 the forwards run the live rows alone, on views of the cache's first rows. Speculative rows end rounds
 apart, and a drain that kept computing the empty rows charged them what batched `ar`, whose rows of equal
@@ -68,6 +70,28 @@ from inference.decoding.speculative import Candidates, DecodeState, SpeculativeD
 from inference.decoding.stats import GenerationStats
 from inference.targets.ragged_cache import RaggedKVCache, RowCache
 from inference.targets.ragged_window import RaggedWindow
+
+PREFILL_SLACK = 1.25  # a prefill group's padded tokens may exceed its real ones by this factor ...
+PREFILL_ROOM = 64  # ... plus this many tokens (a forward's fixed cost is worth tens of prompt tokens)
+
+
+def prefill_groups(lengths: dict[int, int]) -> list[list[int]]:
+    """The rows of one refill (row -> prompt length) in prefill groups: longest first, a row joins the
+    current group while the group's padded tokens (rows x its longest prompt) stay within
+    PREFILL_SLACK x its real tokens + PREFILL_ROOM; each group is one ragged forward."""
+    groups: list[list[int]] = []
+    real = 0
+    for r in sorted(lengths, key=lambda r: (-lengths[r], r)):
+        if (
+            groups
+            and (len(groups[-1]) + 1) * lengths[groups[-1][0]] <= PREFILL_SLACK * (real + lengths[r]) + PREFILL_ROOM
+        ):
+            groups[-1].append(r)
+            real += lengths[r]
+        else:
+            groups.append([r])
+            real = lengths[r]
+    return groups
 
 
 @dataclass
@@ -193,8 +217,9 @@ class BatchedDecoder:
         ]
 
     def _refill(self, cache: RaggedKVCache, live: list[_Row | None], waiting: list[_Job]) -> None:
-        """Start waiting jobs on the free rows (one ragged prefill per wave) until every row is busy or
-        nothing waits; a job that ends on its first token (stop token, budget 1) frees its row at once."""
+        """Start waiting jobs on the free rows (one ragged prefill per group of similar lengths,
+        `prefill_groups`) until every row is busy or nothing waits; a job that ends on its first token
+        (stop token, budget 1) frees its row at once."""
         clock, rule = self.decoder.clock, self.rule
         while waiting and any(row is None for row in live):
             starts: dict[int, _Job] = {}
@@ -202,12 +227,13 @@ class BatchedDecoder:
                 if row is None and waiting:
                     starts[r] = waiting.pop()
                     cache.reset(r)
-            t0 = clock.now()
-            prompts = [starts[r].ids if r in starts else None for r in range(len(live))]
-            out = self.target.prefill_ragged(prompts, cache, layer_ids=rule.layer_ids)
-            width = max(job.ids.numel() for job in starts.values())
-            for r, job in starts.items():
-                live[r] = self._start(cache, r, job, out.logits[r, 0], out.features, t0, len(starts), width)
+            for group in prefill_groups({r: job.ids.numel() for r, job in starts.items()}):
+                t0 = clock.now()
+                prompts = [starts[r].ids if r in group else None for r in range(len(live))]
+                out = self.target.prefill_ragged(prompts, cache, layer_ids=rule.layer_ids)
+                width = starts[group[0]].ids.numel()  # the group's longest prompt
+                for r in group:
+                    live[r] = self._start(cache, r, starts[r], out.logits[r, 0], out.features, t0, len(group), width)
 
     def _start(
         self,

@@ -13,8 +13,8 @@ import pytest
 import torch
 
 from inference import DominoDrafter
-from inference.decoding import DecodeOptions, TreeOptions, build_decoder
-from inference.decoding.batched import BatchedDecoder
+from inference.decoding import DecodeOptions, TreeOptions, batched, build_decoder
+from inference.decoding.batched import BatchedDecoder, prefill_groups
 from inference.decoding.chain import decoder as chain_decoder
 from inference.decoding.cost_model import VerifyCurve
 from inference.decoding.logits_probe import LogitsProbe
@@ -122,6 +122,37 @@ def test_every_row_decodes_what_batch_1_decodes(any_tiny_target, trained_drafter
         shared.clear()
         computed.clear()
         chained.clear()
+
+
+def test_prefill_groups_keep_the_padding_small():
+    assert prefill_groups({0: 600, 1: 40, 2: 38, 3: 45}) == [[0], [3, 1, 2]]  # not four rows of 600 columns
+    assert prefill_groups({2: 12, 5: 10}) == [[2, 5]]  # short prompts share a forward: padding costs less
+    assert prefill_groups({}) == []
+
+
+@pytest.mark.parametrize(("method", "budget"), [("ar", None), ("dominotree", 4)])
+def test_refills_prefilled_in_groups_decode_what_batch_1_decodes(
+    qwen_target, trained_drafter, method, budget, monkeypatch
+):
+    """With no padding allowed, a refill of prompts of 9-12 tokens runs one prefill per length; every row
+    still decodes its batch-1 output."""
+    target, drafter, prompts, stops = _setup(qwen_target, trained_drafter)
+    monkeypatch.setattr(batched, "PREFILL_SLACK", 1.0)
+    monkeypatch.setattr(batched, "PREFILL_ROOM", 0)
+    prefills = []  # rows per prefill forward
+    prefill = TargetModel.prefill_ragged
+
+    def counted(self, prompts, cache, layer_ids=None):
+        prefills.append(sum(p is not None for p in prompts))
+        return prefill(self, prompts, cache, layer_ids)
+
+    monkeypatch.setattr(TargetModel, "prefill_ragged", counted)
+    decoder = _decoder(target, drafter, method, budget, stops)
+    expected = [decoder.generate(p, m).tokens for p, m in zip(prompts, MAX_NEW_TOKENS, strict=True)]
+    prefills.clear()
+    got = BatchedDecoder(decoder, 3).generate(prompts, MAX_NEW_TOKENS)
+    assert [g.tokens for g in got] == expected
+    assert prefills[:3] == [1, 1, 1]  # the first refill: prompts of 9, 10 and 12 tokens, one forward each
 
 
 def test_a_row_crop_that_keeps_one_stale_entry_is_caught(qwen_target, trained_drafter, monkeypatch):
