@@ -265,8 +265,9 @@ class BatchedDecoder:
         drafter = self.rule.drafter
         if drafter is not None:
             draft_cache = drafter.new_cache(1, capacity=prompt_len + job.budget + drafter.config.block_size)
-            # projected with the other rows' when the batch next drafts: never, while its gate keeps it plain
-            drafter.append_context(draft_cache, features[r : r + 1, :prompt_len], defer=True)
+            # projected now, not with the batch's next draft: a gate that timed that draft would charge a
+            # one-time cost of the prompt to drafting's rate (and shut on it)
+            drafter.append_context(draft_cache, features[r : r + 1, :prompt_len])
         state = DecodeState(RowCache(cache, r), draft_cache, root, prompt_len, job.budget - 1, job.generator, stats)
         job.first = clock.now()
         stats.prefill_s = job.first - t0
