@@ -101,7 +101,6 @@ class BatchBudget:
         self.curve: VerifyCurve | None = decoder.batch_curves.get(concurrency)
         self.timed: ObservedCosts | None = decoder.batch_costs.get(concurrency) if calibrate else None
         self.drafting = True  # this round's gate decision (`start_round`)
-        self.rows = concurrency  # live rows this round (`start_round`)
 
     def prepare(self, prompt_tokens: int) -> VerifyCurve:
         """The batch verify curve (measured once per decoder and concurrency, before the first round)."""
@@ -123,10 +122,8 @@ class BatchBudget:
         the judge and commit of every row)."""
         return self.decoder.batch_gates.setdefault(self.concurrency, DraftGate(pause=1))
 
-    def start_round(self, rows: int | None = None) -> None:
-        """Ask the gate whether this round of `rows` live rows (None: a full batch) drafts (once per round,
-        before any row drafts)."""
-        self.rows = rows or self.concurrency
+    def start_round(self) -> None:
+        """Ask the gate whether this round drafts (once per round, before any row drafts)."""
         self.drafting = self.gate().drafting()
 
     def draft_blocks(self, states: list[DecodeState]) -> None:

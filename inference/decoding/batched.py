@@ -265,8 +265,8 @@ class BatchedDecoder:
         drafter = self.rule.drafter
         if drafter is not None:
             draft_cache = drafter.new_cache(1, capacity=prompt_len + job.budget + drafter.config.block_size)
-            # projected now, not with the batch's next draft: a gate that timed that draft would charge a
-            # one-time cost of the prompt to drafting's rate (and shut on it)
+            # projected now, not by the batch's next draft: the gate times that draft, and the prompt's
+            # one-time cost would count against drafting's rate
             drafter.append_context(draft_cache, features[r : r + 1, :prompt_len])
         state = DecodeState(RowCache(cache, r), draft_cache, root, prompt_len, job.budget - 1, job.generator, stats)
         job.first = clock.now()
@@ -299,7 +299,7 @@ class BatchedDecoder:
         budget = rule if isinstance(rule, BatchBudget) else None
         start = clock.now()
         if budget is not None:
-            budget.start_round(rows)
+            budget.start_round()
         drafts: dict[int, object] = {}
         windows: list[VerifyWindow | None] = [None] * rows
         active = {r: row.state for r, row in enumerate(live[:rows])}

@@ -118,13 +118,13 @@ def test_a_draining_batch_feeds_the_same_gate_in_plain_rate_units():
     batch's plain rate nor explores drafting again at its own row count."""
     curve = VerifyCurve([1, 2, 8], [0.008, 0.010, 0.012], 16)
     budget = BatchBudget(_Decoder(curve), 2)
-    budget.start_round(2)
+    budget.start_round()
     assert not budget.drafting  # the first round measures plain decoding
     budget.end_round(False, 2, 0.010, rows=2, batch_rows=2)  # full: 200 tokens / s = the curve's plain rate
     budget.end_round(False, 1, 0.008, rows=1, batch_rows=1)  # draining: 125 tokens / s, its rows' plain rate
     assert budget.gate().plain_rate == pytest.approx(1.0)
     budget.end_round(True, 2, 0.020, rows=1, batch_rows=1)  # a drafting drain round at 0.8x its plain rate
-    budget.start_round(2)
+    budget.start_round()
     assert not budget.drafting and budget.gate().pause == 3  # losing: the full batch pauses too
     budget.end_round(True, 3, 0.010, rows=2, batch_rows=2)  # a full drafting round at 1.5x the plain rate
     assert budget.gate().draft_rate == pytest.approx(0.75 * 0.8 + 0.25 * 1.5)
