@@ -101,6 +101,7 @@ class BatchBudget:
         self.curve: VerifyCurve | None = decoder.batch_curves.get(concurrency)
         self.timed: ObservedCosts | None = decoder.batch_costs.get(concurrency) if calibrate else None
         self.drafting = True  # this round's gate decision (`start_round`)
+        self.catch_up_s = 0.0  # this round's projection of context the plain rounds left waiting
 
     def prepare(self, prompt_tokens: int) -> VerifyCurve:
         """The batch verify curve (measured once per decoder and concurrency, before the first round)."""
@@ -127,9 +128,16 @@ class BatchBudget:
         self.drafting = self.gate().drafting()
 
     def draft_blocks(self, states: list[DecodeState]) -> None:
-        """The backbone of every row in one forward, in a round the batch drafts."""
-        if self.drafting:
-            self.decoder.draft_blocks(states)
+        """The backbone of every row in one forward, in a round the batch drafts. A retry's first round
+        projects the context the plain rounds left waiting before, timed apart (`DraftGate.reopening`)."""
+        self.catch_up_s = 0.0
+        if not self.drafting:
+            return
+        if self.gate().reopening():
+            t0 = self.decoder.clock.now()
+            self.drafter.flush_contexts([s.draft_cache for s in states])
+            self.catch_up_s = self.decoder.clock.now() - t0
+        self.decoder.draft_blocks(states)
 
     def draft(self, state: DecodeState) -> Candidates | Any:
         """The row's full best-first draft (`Candidates`, sized by `settle`), or its plain round's empty
@@ -184,12 +192,12 @@ class BatchBudget:
         """Feed the gate one round: `tokens` committed by its `rows` live rows in `seconds` of wall time
         (drafts, the forward, every judge and commit), `drafted` when any row drafted; the gate sees the
         round's rate over the plain rate of `rows` rows in a forward of `batch_rows` (module doc), so a
-        plain round of any size scores about 1. The round's verify forward (`batch_rows` x `width`
-        tokens in `verify_s`) corrects the cost curve first."""
+        plain round of any size scores about 1; a retry's catch-up projection is left out. The round's
+        verify forward (`batch_rows` x `width` tokens in `verify_s`) corrects the cost curve first."""
         if self.timed is not None and verify_s is not None:
             self.timed.observe(batch_rows * width, verify_s)
         plain_round = self.cost(batch_rows)  # seconds of a plain round's forward over these rows
-        self.gate().record(drafted, tokens * plain_round / rows, seconds, plain_estimate=1.0)
+        self.gate().record(drafted, tokens * plain_round / rows, seconds - self.catch_up_s, plain_estimate=1.0)
 
     def verify_window(self, state: DecodeState, draft: Any) -> VerifyWindow:
         if draft is PLAIN:

@@ -225,6 +225,10 @@ class SpeculativeDecoder(Decoder):
                 drafting = state.forced_size > 0
             else:
                 drafting = not self.cost_aware or self.gate.drafting()
+            catch_up = 0.0  # a retry's projection of the context its pause left waiting (draft_gate.py)
+            if drafting and self.cost_aware and self.gate.reopening():
+                self.drafter.flush_context(state.draft_cache)
+                catch_up = clock.now() - t0
             draft = self.draft(state) if drafting else self.no_draft(state)
             stats.plain_rounds += not drafting
             t1 = clock.now()
@@ -233,7 +237,7 @@ class SpeculativeDecoder(Decoder):
             finished, stopped = self.commit(state, verdict, tokens, stats)
             t3 = clock.now()
             if self.cost_aware:
-                self.gate.record(drafting, stats.accept_lengths[-1], t3 - t0, 1.0 / self.verify_cost(1))
+                self.gate.record(drafting, stats.accept_lengths[-1], t3 - t0 - catch_up, 1.0 / self.verify_cost(1))
             stats.draft_s += t1 - t0
             stats.verify_s += t2 - t1
             stats.commit_s += t3 - t2

@@ -188,7 +188,7 @@ class DominoDrafter(nn.Module):
 
     def flush_context(self, cache: DraftKVCache) -> None:
         """Project the features waiting in `cache.pending`, in the order they were appended, in one call."""
-        self._flush_contexts([cache])
+        self.flush_contexts([cache])
 
     def draft_block(self, cache: DraftKVCache, root_ids: torch.Tensor) -> torch.Tensor:
         """Hidden states [b, B, H] of the block `[root, MASK x (B-1)]` placed right after the cached context
@@ -211,7 +211,7 @@ class DominoDrafter(nn.Module):
         contexts are padded with zeros, hidden by the mask)."""
         if len(caches) == 1:
             return self.draft_block(caches[0], root_ids.view(1))
-        self._flush_contexts(caches)
+        self.flush_contexts(caches)
         device, bs = root_ids.device, self.config.block_size
         lengths = torch.tensor([c.length for c in caches], device=device)
         longest = int(lengths.max())
@@ -231,7 +231,7 @@ class DominoDrafter(nn.Module):
         embeds = self.embed(block_ids).to(self.backbone.fc.weight.dtype)
         return self.backbone(embeds, positions, context, visible[:, None, None, :])
 
-    def _flush_contexts(self, caches: list[DraftKVCache]) -> None:
+    def flush_contexts(self, caches: list[DraftKVCache]) -> None:
         """`flush_context` for several caches in one projection: one cache of any batch, or many caches of
         one sequence each (a batched round's rows)."""
         waiting = [

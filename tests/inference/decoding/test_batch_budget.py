@@ -6,6 +6,7 @@ import torch
 
 from inference.decoding.batch_budget import PLAIN, BatchBudget
 from inference.decoding.cost_model import VerifyCurve
+from inference.decoding.draft_gate import FIRST_PAUSE, PROBE_ROUNDS
 from inference.decoding.speculative import Candidates, DecodeState
 from inference.decoding.stats import GenerationStats
 
@@ -80,9 +81,10 @@ def test_a_batch_whose_drafting_rounds_do_not_pay_decodes_plainly_for_a_while():
     budget.start_round()
     assert not budget.drafting  # the first round measures plain decoding
     budget.end_round(False, 2, 0.010, rows=2, batch_rows=2)  # 2 tokens in 10 ms
-    budget.start_round()
-    assert budget.drafting
-    budget.end_round(True, 3, 0.060, rows=2, batch_rows=2)  # 3 tokens in a 60 ms drafting round: losing
+    for _ in range(PROBE_ROUNDS):  # 3 tokens in a 60 ms drafting round: losing
+        budget.start_round()
+        assert budget.drafting
+        budget.end_round(True, 3, 0.060, rows=2, batch_rows=2)
     plain = []
     for _ in range(4):
         budget.start_round()
@@ -95,9 +97,43 @@ def test_a_batch_whose_drafting_rounds_do_not_pay_decodes_plainly_for_a_while():
     paying = BatchBudget(_Decoder(curve), 2)
     paying.start_round()
     paying.end_round(False, 2, 0.010, rows=2, batch_rows=2)
-    paying.end_round(True, 8, 0.016, rows=2, batch_rows=2)  # 8 tokens in 16 ms: 500 tokens/s against 200
+    for _ in range(PROBE_ROUNDS):  # 8 tokens in 16 ms: 500 tokens/s against 200
+        paying.end_round(True, 8, 0.016, rows=2, batch_rows=2)
     paying.start_round()
     assert paying.drafting and paying.draft(_state()) == "drafted"
+
+
+class _Clock:
+    t = 0.0
+
+    def now(self) -> float:
+        return self.t
+
+
+def test_a_retrys_catch_up_projection_is_left_out_of_its_rate():
+    """The first drafting round after plain rounds projects the context they committed (here 50 ms, once):
+    a debt of the pause, not a cost of drafting from now on, so the gate judges the retry without it."""
+    decoder = _Decoder(VerifyCurve([2, 8], [0.010, 0.012], 16))
+    clock = decoder.clock = _Clock()
+    flushed = []
+
+    class _Drafter:
+        def flush_contexts(self, caches):
+            flushed.append(len(caches))
+            clock.t += 0.050
+
+    decoder.drafter = _Drafter()
+    decoder.draft_blocks = lambda states: None
+    budget = BatchBudget(decoder, 2)
+    budget.start_round()
+    budget.end_round(False, 2, 0.010, rows=2, batch_rows=2)  # plain: 200 tokens / s
+    for _ in range(PROBE_ROUNDS):  # 3 tokens in 10 ms of drafting: 1.5x plain
+        budget.start_round()
+        clock.t = 0.0
+        budget.draft_blocks([_state(), _state()])
+        budget.end_round(True, 3, clock.t + 0.010, rows=2, batch_rows=2)
+    assert flushed == [2]  # both rows, in the probe's first round only
+    assert budget.gate().draft_rate == pytest.approx(1.5) and budget.gate().pause == 0
 
 
 def test_the_batch_gate_compares_whole_rounds_and_is_kept_across_batched_runs():
@@ -105,7 +141,8 @@ def test_the_batch_gate_compares_whole_rounds_and_is_kept_across_batched_runs():
     budget = BatchBudget(_Decoder(curve), 2)
     for _ in range(3):
         budget.end_round(False, 2, 0.011, rows=2, batch_rows=2)  # plain rounds: 2 tokens in 11 ms
-    budget.end_round(True, 3, 0.020, rows=2, batch_rows=2)  # 150 tokens/s against ~182: losing
+    for _ in range(PROBE_ROUNDS):  # 150 tokens/s against ~182: losing
+        budget.end_round(True, 3, 0.020, rows=2, batch_rows=2)
     again = BatchBudget(budget.decoder, 2)
     assert again.gate() is budget.gate()  # kept by the decoder: a new run does not relearn that drafting loses
     again.start_round()
@@ -123,8 +160,10 @@ def test_a_draining_batch_feeds_the_same_gate_in_plain_rate_units():
     budget.end_round(False, 2, 0.010, rows=2, batch_rows=2)  # full: 200 tokens / s = the curve's plain rate
     budget.end_round(False, 1, 0.008, rows=1, batch_rows=1)  # draining: 125 tokens / s, its rows' plain rate
     assert budget.gate().plain_rate == pytest.approx(1.0)
-    budget.end_round(True, 2, 0.020, rows=1, batch_rows=1)  # a drafting drain round at 0.8x its plain rate
+    for _ in range(PROBE_ROUNDS):  # drafting drain rounds at 0.8x their plain rate
+        budget.end_round(True, 2, 0.020, rows=1, batch_rows=1)
     budget.start_round()
     assert not budget.drafting and budget.gate().pause == 3  # losing: the full batch pauses too
-    budget.end_round(True, 3, 0.010, rows=2, batch_rows=2)  # a full drafting round at 1.5x the plain rate
-    assert budget.gate().draft_rate == pytest.approx(0.75 * 0.8 + 0.25 * 1.5)
+    for _ in range(PROBE_ROUNDS):  # the retry: full drafting rounds at 1.5x the plain rate
+        budget.end_round(True, 3, 0.010, rows=2, batch_rows=2)
+    assert budget.gate().draft_rate == pytest.approx(1.5) and budget.gate().next_pause == FIRST_PAUSE

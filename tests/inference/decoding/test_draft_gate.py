@@ -2,19 +2,45 @@
 after a doubling pause, and a cost-aware decoder whose drafts never pay decodes (losslessly) plainly."""
 
 from inference.decoding import DecodeOptions, TreeOptions, build_decoder
-from inference.decoding.draft_gate import FIRST_PAUSE, DraftGate
+from inference.decoding.draft_gate import FIRST_PAUSE, PROBE_ROUNDS, DraftGate
 
 
-def test_a_losing_draft_pauses_drafting_and_the_pause_doubles():
+def losing_probe(gate: DraftGate) -> None:
+    """One probe of drafting rounds at 0.5 tok/s against 1 tok/s plain."""
+    for _ in range(PROBE_ROUNDS):
+        assert gate.drafting()
+        gate.record(True, 1, 2.0, plain_estimate=1.0)
+
+
+def test_a_losing_probe_pauses_drafting_and_the_pause_doubles():
     gate = DraftGate()
-    assert gate.drafting()
-    gate.record(True, 1, 2.0, plain_estimate=1.0)  # 0.5 tok/s against 1 tok/s plain
+    assert gate.reopening()
+    gate.drafting()
+    gate.record(True, 1, 2.0, plain_estimate=1.0)
+    assert gate.pause == 0 and not gate.reopening()  # a probe is judged on all its rounds
+    gate.drafting()
+    gate.record(True, 1, 2.0, plain_estimate=1.0)
     assert [gate.drafting() for _ in range(FIRST_PAUSE + 1)] == [False] * FIRST_PAUSE + [True]
+    assert gate.reopening()
+    gate.record(True, 1, 2.0, plain_estimate=1.0)
+    gate.drafting()
     gate.record(True, 1, 2.0, plain_estimate=1.0)
     assert gate.pause == 2 * FIRST_PAUSE and gate.plain_rounds == FIRST_PAUSE
-    gate.pause = 0
-    gate.record(True, 40, 1.0, plain_estimate=1.0)  # a winning round resets the next pause
-    assert gate.pause == 0 and gate.next_pause == FIRST_PAUSE
+
+
+def test_a_winning_retry_reopens_at_once_however_bad_the_rate_before_the_pause():
+    gate = DraftGate(plain_rate=1.0)
+    for _ in range(3):  # three losing probes: the pause reaches 4 * FIRST_PAUSE
+        losing_probe(gate)
+        while gate.pause:
+            gate.drafting()
+    assert gate.next_pause == 8 * FIRST_PAUSE
+    for _ in range(PROBE_ROUNDS):  # a retry at 1.2x plain: the rate before the pause (0.5) does not weigh
+        assert gate.drafting()
+        gate.record(True, 1.2, 1.0, plain_estimate=1.0)
+    assert gate.draft_rate == 1.2 and gate.pause == 0 and gate.next_pause == FIRST_PAUSE
+    gate.record(True, 0.8, 1.0, plain_estimate=1.0)  # while open, one slow round only moves the mean
+    assert gate.pause == 0 and gate.draft_rate == 0.75 * 1.2 + 0.25 * 0.8
 
 
 def test_plain_rounds_update_the_plain_rate_only():
