@@ -7,7 +7,8 @@
 `auto` takes `graphed` on a GPU and `lean` on a CPU wherever `lean_unavailable_reason` finds nothing
 against the model, and says once why not elsewhere. Either way the linears run on the kernels of the
 target's `KernelPolicy` (`prepack`: auto = measured on this machine, true = oneDNN prepacked, false =
-plain), and a drafter bound to the target follows the same policy.
+plain), and a drafter bound to the target follows the same policy. Under `auto` on a CPU the lean
+engine's attention layout is measured too (`kernels/attention.py`).
 
 Calls without a KV cache (training's and the feature cache's batched forwards) always take HF's forward:
 the lean engine exists for decoding, and training backpropagates through plain linears.
@@ -18,6 +19,7 @@ from __future__ import annotations
 import logging
 from typing import Any
 
+from inference.kernels.attention import measure_folding
 from inference.kernels.linear import prepacked_count
 from inference.kernels.policy import KernelPolicy
 from inference.targets.adapter import TargetModel
@@ -38,6 +40,11 @@ def install_engine(target: TargetModel, engine: str = "auto", prepack: bool | st
         raise ValueError(f"engine=graphed captures CUDA graphs; target {target.name} is on {target.device} (use lean)")
     if reason is None:
         lean = LeanForward(target.model, policy.linear)
+        if policy.mode == "auto":
+            weight = lean.lm_head.weight
+            lean.folded_queries = measure_folding(
+                lean.num_heads, lean.kv_heads, lean.head_dim, weight.dtype, weight.device
+            )
         graphed = engine == "graphed" or (engine == "auto" and target.device.type == "cuda")
         target.lean = GraphedForward(lean) if graphed else lean
         linears = lean.linear_modules()
@@ -74,4 +81,5 @@ def engine_report(target: TargetModel) -> dict[str, Any]:
         "kernels": policy.mode if policy is not None else "plain",
         "plans": plans,
         "extra_weight_bytes": extra,
+        "folded_attention_queries": sorted(getattr(target.lean, "folded_queries", ())),
     }

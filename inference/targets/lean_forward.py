@@ -6,7 +6,8 @@ objects, per-module dispatch, hooks, a cache that concatenates); SmolLM2-135M's 
 53-64 ms on 2 EPYC cores where its linears take ~17 ms. This loop does only the model's arithmetic:
 fused q/k/v and gate/up projections (the HF modules' weights become views of the fused tensors: no extra
 memory), one fused `F.rms_norm` per norm, the rotary embedding applied to queries and keys in one pass
-(HF's own rotary module gives cos / sin, so every rope type works), SDPA with grouped KV heads, K/V
+(HF's own rotary module gives cos / sin, so every rope type works), SDPA with grouped KV heads (folded
+into the query axis at the query counts where that measured faster: `kernels/attention.py`), K/V
 written in place, the features of `layer_ids` taken as the layers produce them, and the lm_head on the
 last row only when that is all the caller reads. On a 2-core CPU each PyTorch op costs 10-40 us
 whatever its size, so the loop is written to issue few of them. Every linear runs on the kernel the
@@ -29,6 +30,7 @@ import torch
 import torch.nn.functional as F
 from torch import nn
 
+from inference.kernels.attention import attend
 from inference.targets.sliding_window import FULL, SLIDING, layer_kinds, sliding_window, window_mask
 from inference.targets.static_cache import StaticKVCache
 
@@ -149,6 +151,7 @@ class LeanForward:
         self.head_dim = getattr(first, "head_dim", None) or cfg.hidden_size // self.num_heads
         self.scale = getattr(first, "scaling", self.head_dim**-0.5)
         self.window = sliding_window(cfg)
+        self.folded_queries: frozenset[int] = frozenset()  # query counts attended folded (`measure_folding`)
         self.layers = []
         for layer in inner.layers:
             attn, mlp = layer.self_attn, layer.mlp
@@ -237,7 +240,7 @@ class LeanForward:
             qk = _rotate(qk, cos, sin)
             qs, ks = qk[:, :, :nq].transpose(1, 2), qk[:, :, nq:].transpose(1, 2)
             keys, values = attend_to(i, ks, vs.transpose(1, 2))
-            out = F.scaled_dot_product_attention(qs, keys, values, attn_mask=mask, scale=self.scale, enable_gqa=True)
+            out = attend(qs, keys, values, mask, self.scale, q in self.folded_queries)
             x = x + layer.o(out.transpose(1, 2).reshape(b, q, -1))
             gate, up = layer.gate_up(layer.post_norm(x)).chunk(2, dim=-1)
             x = x + layer.down(F.silu(gate) * up)

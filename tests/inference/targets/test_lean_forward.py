@@ -8,6 +8,7 @@ from transformers import AutoModelForCausalLM, Gemma3TextConfig, MistralConfig
 
 from inference.decoding import DecodeOptions, TreeOptions, build_decoder
 from inference.decoding.tree.draft_tree import tree_attention_mask
+from inference.kernels.attention import FOLD_MAX_QUERIES
 from inference.targets.adapter import TargetModel
 from inference.targets.engine import engine_report, install_engine
 from inference.targets.lean_forward import lean_unavailable_reason
@@ -15,9 +16,12 @@ from inference.targets.static_cache import StaticKVCache
 from inference.targets.tiny import tiny_target
 
 
-def _pair(arch: str):
+def _pair(arch: str, folded: bool = False):
+    """HF's forward and the lean engine on the same tiny model; `folded`: the lean engine attends folded at
+    every few-query count (`kernels/attention.py`), as a measurement may choose."""
     eager = tiny_target(arch)
     lean = install_engine(tiny_target(arch), engine="lean", prepack=False)
+    lean.lean.folded_queries = frozenset(range(1, FOLD_MAX_QUERIES + 1)) if folded else frozenset()
     return eager, lean
 
 
@@ -25,9 +29,10 @@ def _ids(n: int, seed: int, batch: int = 1) -> torch.Tensor:
     return torch.randint(0, 256, (batch, n), generator=torch.Generator().manual_seed(seed))
 
 
+@pytest.mark.parametrize("folded", [False, True])
 @pytest.mark.parametrize("arch", ["qwen3", "llama"])
-def test_prefill_steps_and_windows_match_hf(arch):
-    eager, lean = _pair(arch)
+def test_prefill_steps_and_windows_match_hf(arch, folded):
+    eager, lean = _pair(arch, folded)
     assert lean.engine == "lean" and eager.engine == "hf"
     hf_cache, cache = eager.new_cache(), lean.new_cache(capacity=8)  # small: the static cache must grow
     assert isinstance(cache, StaticKVCache)
@@ -43,9 +48,10 @@ def test_prefill_steps_and_windows_match_hf(arch):
     assert last.shape == (1, 1, eager.config.vocab_size)
 
 
+@pytest.mark.parametrize("folded", [False, True])
 @pytest.mark.parametrize("arch", ["qwen3", "llama"])
-def test_a_tree_window_and_its_compaction_match_hf(arch):
-    eager, lean = _pair(arch)
+def test_a_tree_window_and_its_compaction_match_hf(arch, folded):
+    eager, lean = _pair(arch, folded)
     hf_cache, cache = eager.new_cache(), lean.new_cache()
     prompt = _ids(9, 1)
     eager(prompt, cache=hf_cache)
