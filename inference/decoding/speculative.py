@@ -227,8 +227,9 @@ class SpeculativeDecoder(Decoder):
                 drafting = not self.cost_aware or self.gate.drafting()
             catch_up = 0.0  # a retry's projection of the context its pause left waiting (draft_gate.py)
             if drafting and self.cost_aware and self.gate.reopening():
+                t = clock.now()
                 self.drafter.flush_context(state.draft_cache)
-                catch_up = clock.now() - t0
+                catch_up = clock.now() - t
             draft = self.draft(state) if drafting else self.no_draft(state)
             stats.plain_rounds += not drafting
             t1 = clock.now()
