@@ -13,9 +13,9 @@ A retry is judged on its own rounds: the first `PROBE_ROUNDS` drafting rounds af
 first ones) are measured together and replace the drafting rate. Averaged into a rate from before the
 pause, one winning retry moved it a quarter of the way, so a bad start kept the gate shut through pause
 after doubled pause (DDTree at concurrency 4 once ran 0.95x batched `ar`, where a fixed budget of 2 ran
-1.14x). The retry's first draft also projects the context every plain round
-committed meanwhile (`DraftKVCache.pending`): a one-time debt, not a cost of drafting from now on, which
-callers time apart and leave out of the seconds they record (`reopening`).
+1.14x). The retry's first draft also projects the context every plain round committed meanwhile
+(`DraftKVCache.pending`): a one-time debt, not a cost of drafting from now on, which callers time apart
+and leave out of the seconds they record (`reopening`).
 """
 
 from __future__ import annotations

@@ -23,6 +23,15 @@ FOLD_MAX_QUERIES = 8  # wider windows (tree verifies, prefills) were as fast eit
 SHAPES = ((1, 128), (4, 1024))
 
 
+def fold_mask(mask: torch.Tensor | None, groups: int) -> torch.Tensor | None:
+    """An additive mask [b or 1, 1, n, L] for the folded layout: rows (head of the group, query), each
+    group repeating the mask. One query's mask broadcasts as it is. Built once per forward, not per layer."""
+    if mask is None or mask.shape[2] == 1 or groups == 1:
+        return mask
+    rows, n, keys = mask.shape[0], mask.shape[2], mask.shape[3]
+    return mask.expand(rows, groups, n, keys).reshape(rows, 1, groups * n, keys)
+
+
 def attend(
     q: torch.Tensor,
     k: torch.Tensor,
@@ -33,13 +42,11 @@ def attend(
 ) -> torch.Tensor:
     """SDPA of queries [b, H, n, d] over grouped keys / values [b, KV, L, d] under an additive `mask`
     [b or 1, 1, n, L] (or None); `fold`: run the H / KV query heads of each KV head as n x H / KV query
-    rows of one head (same result, another kernel)."""
+    rows of one head (same result, another kernel), under a mask already folded by `fold_mask`."""
     b, heads, n, d = q.shape
     groups = heads // k.shape[1]
     if not fold or groups == 1:
         return F.scaled_dot_product_attention(q, k, v, attn_mask=mask, scale=scale, enable_gqa=groups > 1)
-    if mask is not None and n > 1:  # the folded rows run (head of the group, query): each group repeats the mask
-        mask = mask.expand(mask.shape[0], groups, n, mask.shape[-1]).reshape(mask.shape[0], 1, groups * n, -1)
     out = F.scaled_dot_product_attention(q.reshape(b, k.shape[1], groups * n, d), k, v, attn_mask=mask, scale=scale)
     return out.view(b, heads, n, d)
 
@@ -62,10 +69,11 @@ def measure_folding(
             v = torch.randn_like(k)
             mask = torch.zeros(b, 1, n, keys + n, dtype=dtype, device=device)
             for i, fold in enumerate((False, True)):
+                layout_mask = fold_mask(mask, num_heads // kv_heads) if fold else mask
                 times = []
                 for _ in range(repeats + 2):
                     t0 = time.perf_counter()
-                    attend(q, k, v, mask, head_dim**-0.5, fold)
+                    attend(q, k, v, layout_mask, head_dim**-0.5, fold)
                     times.append(time.perf_counter() - t0)
                 totals[i] += min(times[2:])
         if totals[1] < totals[0]:

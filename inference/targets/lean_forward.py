@@ -30,7 +30,7 @@ import torch
 import torch.nn.functional as F
 from torch import nn
 
-from inference.kernels.attention import attend
+from inference.kernels.attention import attend, fold_mask
 from inference.targets.sliding_window import FULL, SLIDING, layer_kinds, sliding_window, window_mask
 from inference.targets.static_cache import StaticKVCache
 
@@ -231,6 +231,9 @@ class LeanForward:
         cos, sin = cos.unsqueeze(2), sin.unsqueeze(2)  # [b, q, 1, d]: broadcast over heads
         wanted = {lid: None for lid in layer_ids or []}
         hd, nq = self.head_dim, self.num_heads
+        fold = q in self.folded_queries
+        if fold:
+            mask = fold_mask(mask, nq // self.kv_heads)
         nqk = nq + self.kv_heads
         for i, layer in enumerate(self.layers):
             heads = layer.qkv(layer.input_norm(x)).view(b, q, -1, hd)  # [b, q, q heads + k heads + v heads, d]
@@ -240,7 +243,7 @@ class LeanForward:
             qk = _rotate(qk, cos, sin)
             qs, ks = qk[:, :, :nq].transpose(1, 2), qk[:, :, nq:].transpose(1, 2)
             keys, values = attend_to(i, ks, vs.transpose(1, 2))
-            out = attend(qs, keys, values, mask, self.scale, q in self.folded_queries)
+            out = attend(qs, keys, values, mask, self.scale, fold)
             x = x + layer.o(out.transpose(1, 2).reshape(b, q, -1))
             gate, up = layer.gate_up(layer.post_norm(x)).chunk(2, dim=-1)
             x = x + layer.down(F.silu(gate) * up)

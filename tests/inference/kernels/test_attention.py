@@ -5,7 +5,7 @@ import pytest
 import torch
 import torch.nn.functional as F
 
-from inference.kernels.attention import FOLD_MAX_QUERIES, attend, measure_folding
+from inference.kernels.attention import FOLD_MAX_QUERIES, attend, fold_mask, measure_folding
 
 
 @pytest.mark.parametrize("queries", [1, 3, 8])
@@ -21,7 +21,7 @@ def test_folded_attention_equals_grouped_sdpa(queries, mask_rows):
         mask[..., -queries:] = torch.full((queries, queries), float("-inf")).triu(1)  # causal over the new keys
         mask[-1, ..., 2] = float("-inf")  # and one hidden key, in one sequence's mask only
     expected = F.scaled_dot_product_attention(q, k, v, attn_mask=mask, scale=0.3, enable_gqa=True)
-    assert torch.allclose(attend(q, k, v, mask, 0.3, fold=True), expected, atol=1e-6)
+    assert torch.allclose(attend(q, k, v, fold_mask(mask, heads // kv), 0.3, fold=True), expected, atol=1e-6)
     assert torch.equal(attend(q, k, v, mask, 0.3, fold=False), expected)
 
 
