@@ -81,7 +81,8 @@ def main() -> None:
     curves = {}
     for label, kwargs in setups.items():
         target = load_target(args.target, device="cpu", **kwargs)
-        curve = measure_verify_curve(target, args.prompt, args.windows, [1, 10, 18, 27][: config.num_hidden_layers])
+        layers = [1, 10, 18, 27][: config.num_hidden_layers]
+        curve = measure_verify_curve(target, args.prompt, args.windows, layers, far=None)
         curves[label] = (dict(zip(curve.windows, curve.seconds, strict=True)), step_bytes(target) / bandwidth)
         print(f"{label}: {target.precision_name}, {target.engine} engine, {target.kernel_policy.describe()} kernels")
         del target

@@ -51,7 +51,7 @@ def main() -> None:
         for packed in prepacks:
             for engine in args.engine:
                 target = load_target(args.target, dtype=dtype, device="cpu", prepack=packed, engine=engine)
-                curve = measure_verify_curve(target, args.prompt, args.k, args.layer_ids, args.repeats)
+                curve = measure_verify_curve(target, args.prompt, args.k, args.layer_ids, args.repeats, far=None)
                 label = f"{target.precision_name} {target.engine} {target.kernel_policy.mode}"
                 columns[label] = dict(zip(curve.windows, curve.seconds, strict=True))
                 del target

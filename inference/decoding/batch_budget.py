@@ -18,14 +18,15 @@ costs what a real one costs. Two choices per round, both from measured costs:
 - **How wide the batch verifies**: one width W for the round. Each drafting row keeps the first W - 1 of its
   best-first drafts (every prefix is a valid draft), and W maximises the batch's expected committed tokens
   per second, sum over live rows of (1 + the row's first W - 1 acceptances) / (the round's draft seconds +
-  verify(B x W)). W = 1 verifies every root alone.
+  verify(B x W, L)). W = 1 verifies every root alone.
 
-verify(T) is a `VerifyCurve` over the batch's total tokens T = B x W, measured with ragged forwards over a
-batch of cached prompts (`measure_batch_curve`, once per decoder and concurrency), then corrected by the
-verify forwards the rounds time (`ObservedCosts`, kept by the decoder per concurrency; `calibrate=False`
-takes the curve as given): the curve's prompts are shorter than the contexts a run grows, and one
-measurement in a busy moment would otherwise steer every round of the run. B is the rows the
-forward computes: the live rows (a draining batch moves them first and runs them alone, `BatchedDecoder`).
+verify(T, L) is a `VerifyCurve` over the batch's total tokens T = B x W and the longest row's cached tokens
+L (every row's queries attend over that many key slots), measured with ragged forwards over a batch of
+cached prompts at two lengths (`measure_batch_curve`, once per decoder and concurrency), then corrected by
+the verify forwards the rounds time (`ObservedCosts` per B x W, kept by the decoder per concurrency;
+`calibrate=False` takes the curve as given): one measurement with random prompts, in one moment, would
+otherwise steer every round of the run. B is the rows the forward computes: the live rows (a draining
+batch moves them first and runs them alone, `BatchedDecoder`).
 DominoTree's conditional scores and DDTree's marginal ones enter only as the acceptances of their drafts
 (`AcceptanceModel`), so both compete under the same rule. Verification is unchanged, so every choice
 stays lossless.
@@ -33,13 +34,11 @@ stays lossless.
 
 from __future__ import annotations
 
-import statistics
-import time
 from typing import Any
 
 import torch
 
-from inference.decoding.cost_model import DEFAULT_WINDOWS, ObservedCosts, VerifyCurve
+from inference.decoding.cost_model import DEFAULT_WINDOWS, FAR_CONTEXT, ObservedCosts, VerifyCurve, time_in_turn
 from inference.decoding.draft_gate import DraftGate
 from inference.decoding.sampling import sample
 from inference.decoding.speculative import Candidates, DecodeState, SpeculativeDecoder, Verdict, VerifyWindow
@@ -57,30 +56,36 @@ def measure_batch_curve(
     layer_ids: list[int] | None = None,
     repeats: int = 5,
     seed: int = 0,
+    far: int | None = FAR_CONTEXT,
 ) -> VerifyCurve:
     """Median seconds of a ragged forward of `rows` rows x each width after cached random prompts of
-    `prompt_tokens` tokens (two untimed forwards first), as a curve over total tokens (rows x width)."""
+    `prompt_tokens` tokens (`time_in_turn`), and again after `far` more cached tokens (None: once), as a
+    curve over total tokens (rows x width)."""
     g = torch.Generator().manual_seed(seed)
     vocab, device = target.config.vocab_size, target.device
-    prompt_tokens = max(prompt_tokens, 1)
-    cache = target.new_ragged_cache(rows, capacity=prompt_tokens + max(widths) + 1)
-    prompts = [torch.randint(0, vocab, (prompt_tokens,), generator=g).to(device) for _ in range(rows)]
-    target.prefill_ragged(prompts, cache, layer_ids=layer_ids)
-    seconds = []
-    for w in widths:
-        window = RaggedWindow.prompts([torch.randint(0, vocab, (w,), generator=g) for _ in range(rows)], 0, device)
-        times = []
-        for i in range(repeats + 2):
-            t0 = time.perf_counter()
-            target.forward_ragged(window, cache, layer_ids=layer_ids)
-            if device.type == "cuda":
-                torch.cuda.synchronize()
-            if i >= 2:
-                times.append(time.perf_counter() - t0)
+    widths = sorted(set(widths))
+
+    def timed_after(length: int) -> list[float]:
+        cache = target.new_ragged_cache(rows, capacity=length + widths[-1] + 1)
+        prompts = [torch.randint(0, vocab, (length,), generator=g).to(device) for _ in range(rows)]
+        target.prefill_ragged(prompts, cache, layer_ids=layer_ids)
+        inputs = {
+            w: RaggedWindow.prompts([torch.randint(0, vocab, (w,), generator=g) for _ in range(rows)], 0, device)
+            for w in widths
+        }
+
+        def reset() -> None:
             for r in range(rows):
-                cache.crop(r, prompt_tokens)
-        seconds.append(statistics.median(times))
-    return VerifyCurve([rows * w for w in widths], seconds, prompt_tokens)
+                cache.crop(r, length)
+
+        run = lambda w: target.forward_ragged(inputs[w], cache, layer_ids=layer_ids)  # noqa: E731
+        return time_in_turn(run, reset, widths, repeats, device)
+
+    start = max(prompt_tokens, 1)
+    tokens = [rows * w for w in widths]
+    if not far:
+        return VerifyCurve(tokens, timed_after(start), start)
+    return VerifyCurve(tokens, timed_after(start), start, timed_after(start + far), start + far)
 
 
 class _PlainRound:
@@ -152,16 +157,24 @@ class BatchBudget:
         state.stats.predicted.append(1.0)
         return PLAIN
 
-    def cost(self, tokens: int) -> float:
-        """Seconds of a batch verify over `tokens` (rows x width) tokens, never 0."""
-        return max((self.timed or self.curve)(tokens), 1e-9)
+    def cost(self, rows: int, width: int, context: int | None = None) -> float:
+        """Seconds of a batch verify of `rows` rows x `width` tokens whose longest row has `context` cached
+        tokens (None: the curve's prompt), never 0."""
+        if self.timed is not None:
+            return max(self.timed(rows * width, context, rows), 1e-9)
+        return max(self.curve(rows * width, context), 1e-9)
 
     def settle(
-        self, states: dict[int, DecodeState], drafts: dict[int, Any], draft_s: float, batch_rows: int
+        self,
+        states: dict[int, DecodeState],
+        drafts: dict[int, Any],
+        draft_s: float,
+        batch_rows: int,
+        context: int | None = None,
     ) -> tuple[dict[int, Any], int]:
         """Each drafting row's kept prefix for the round's best width W (module doc); returns the drafts
         and W. `draft_s`: the seconds this round already spent drafting; `batch_rows`: the rows the forward
-        runs."""
+        runs; `context`: the longest row's cached tokens, which every row's queries attend over."""
         built = {r: d for r, d in drafts.items() if isinstance(d, Candidates)}
         rows = len(drafts)
         sums = {r: [0.0] for r in built}
@@ -172,7 +185,7 @@ class BatchBudget:
         best_w, best_rate = 1, -1.0
         for w in range(1, longest + 2):
             expected = rows + sum(s[min(w - 1, len(s) - 1)] for s in sums.values())
-            if (rate := expected / (draft_s + self.cost(batch_rows * w))) > best_rate:
+            if (rate := expected / (draft_s + self.cost(batch_rows, w, context))) > best_rate:
                 best_w, best_rate = w, rate
         settled = dict(drafts)
         for r, b in built.items():
@@ -188,15 +201,17 @@ class BatchBudget:
         batch_rows: int,
         width: int = 1,
         verify_s: float | None = None,
+        context: int | None = None,
     ) -> None:
         """Feed the gate one round: `tokens` committed by its `rows` live rows in `seconds` of wall time
         (drafts, the forward, every judge and commit), `drafted` when any row drafted; the gate sees the
         round's rate over the plain rate of `rows` rows in a forward of `batch_rows` (module doc), so a
         plain round of any size scores about 1; a retry's catch-up projection is left out. The round's
-        verify forward (`batch_rows` x `width` tokens in `verify_s`) corrects the cost curve first."""
+        verify forward (`batch_rows` x `width` tokens in `verify_s`, its longest row after `context` cached
+        tokens) corrects the cost curve first."""
         if self.timed is not None and verify_s is not None:
-            self.timed.observe(batch_rows * width, verify_s)
-        plain_round = self.cost(batch_rows)  # seconds of a plain round's forward over these rows
+            self.timed.observe(batch_rows * width, verify_s, context, batch_rows)
+        plain_round = self.cost(batch_rows, 1, context)  # seconds of a plain round's forward over these rows
         self.gate().record(drafted, tokens * plain_round / rows, seconds - self.catch_up_s, plain_estimate=1.0)
 
     def verify_window(self, state: DecodeState, draft: Any) -> VerifyWindow:

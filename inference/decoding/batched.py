@@ -316,22 +316,22 @@ class BatchedDecoder:
             spent[r] += clock.now() - t0
             state.block = state.drafted = None  # what no draft read must not reach the next round
         drafted = any(isinstance(d, Candidates) for d in drafts.values())
+        context = int(cache.lengths[:rows].max())  # the key slots every row's queries attend over, before the window
         if budget is not None:  # the round's width across the batch, then each row's kept prefix
             t0 = clock.now()
             states = {r: live[r].state for r in drafts}
-            drafts, _ = budget.settle(states, drafts, sum(spent.values()), rows)
+            drafts, _ = budget.settle(states, drafts, sum(spent.values()), rows, context)
             share = (clock.now() - t0) / len(drafts)
             spent = {r: s + share for r, s in spent.items()}
         for r, draft in drafts.items():
             t0 = clock.now()
             windows[r] = rule.verify_window(live[r].state, draft)
             live[r].job.stats.draft_s += spent[r] + clock.now() - t0
-        span = int(cache.lengths[:rows].max())
         t1 = clock.now()
         batch = RaggedWindow.stack(windows, self.pad_id, cache.keys.device)
         out = self.target.forward_ragged(batch, cache, layer_ids=rule.layer_ids, rows=rows)
         forward_s = clock.now() - t1
-        span += batch.width  # the key slots the forward's queries attended over
+        span = context + batch.width  # the key slots the forward's queries attended over
         committed = 0  # tokens every row committed this round
         for r, row in enumerate(live[:rows]):
             job, state = row.job, row.state
@@ -359,7 +359,7 @@ class BatchedDecoder:
                 cache.reset(r)
                 live[r] = None
         if budget is not None:
-            budget.end_round(drafted, committed, clock.now() - start, rows, rows, batch.width, forward_s)
+            budget.end_round(drafted, committed, clock.now() - start, rows, rows, batch.width, forward_s, context)
 
     @staticmethod
     def _watch(

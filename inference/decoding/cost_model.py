@@ -1,14 +1,19 @@
 """What a round costs on the device that runs it: measured, never assumed.
 
 - `VerifyCurve`: the target's forward over an n-token window after a cached prompt, timed on a grid of
-  window sizes in the run's precision (`measure_verify_curve`) and interpolated linearly between grid
-  points (extrapolated from the last two beyond them) and never falling: a longer window that timed faster
-  than a shorter one is timing noise, which would steer rounds to the larger tree. On a GPU it is flat to
-  ~64 tokens; on a CPU it depends on the precision (bf16 with bf16 instructions: nearly flat to 16; fp32:
-  grows from 2 tokens).
-- `ObservedCosts`: a curve corrected by the forwards a run actually timed (a batched run's verify: its
-  contexts are longer than the curve's prompt, and a curve measured once, in a busy moment, is off for
-  the whole run).
+  window sizes in the run's precision (`measure_verify_curve`) at two context lengths, the prompt's and
+  `FAR_CONTEXT` tokens further. Between grid points it is interpolated linearly (extrapolated from the
+  last two beyond them), and between the two contexts too (attention reads every cached key, so a window
+  costs more as a sequence grows, and more so the wider it is: on a 2-core CPU a 16-token window over
+  1,000 cached tokens costs 1.3x what it costs over 40). At each context the timings are fitted by the
+  closest non-decreasing curve (a longer window that timed faster than a shorter one is timing noise,
+  which would steer rounds to the larger tree; a lone slow point is pooled with its neighbours, not
+  carried to every larger window). The windows are timed in turn, repeat after repeat, so that a busy
+  moment lands on all of them rather than on one. On a GPU the curve is flat to ~64 tokens; on a CPU it
+  depends on the precision (bf16 with bf16 instructions: nearly flat to 8; fp32: grows from 2 tokens).
+- `ObservedCosts`: a curve corrected by the forwards a run actually timed (a curve measured once, with
+  random prompts and in one moment, is off for the whole run): per forward size, the running ratio of
+  timed to predicted seconds, and one ratio over every size for the sizes not timed yet.
 - `RunningMean`: the drafter's costs (a round's fixed draft cost, one expansion step of DominoTree),
   averaged over the rounds a decoder has drafted so far; the warm-up generation seeds them.
 
@@ -18,45 +23,96 @@ verifies; `domino-decode` writes the curve into settings.json and results.json.
 
 from __future__ import annotations
 
-import itertools
 import statistics
 import time
+from collections.abc import Callable, Sequence
 from dataclasses import asdict, dataclass
 
 import torch
 
 from inference.targets.adapter import TargetModel
 
-DEFAULT_WINDOWS = (1, 2, 4, 8, 12, 16, 24, 32, 48, 64)
+# every width to 8, where a CPU's curve bends, then sparser
+DEFAULT_WINDOWS = (1, 2, 3, 4, 5, 6, 7, 8, 12, 16, 24, 32, 48, 64)
+FAR_CONTEXT = 512  # the second context of a measured curve, this many tokens after the prompt: cost's slope in context
+
+
+def non_decreasing(values: Sequence[float]) -> list[float]:
+    """The non-decreasing sequence closest to `values` in squared error (pool adjacent violators)."""
+    blocks: list[list[float]] = []  # [mean, count]
+    for v in values:
+        blocks.append([float(v), 1])
+        while len(blocks) > 1 and blocks[-2][0] > blocks[-1][0]:
+            (m1, c1), (m2, c2) = blocks[-2], blocks.pop()
+            blocks[-1] = [(m1 * c1 + m2 * c2) / (c1 + c2), c1 + c2]
+    return [m for m, c in blocks for _ in range(int(c))]
 
 
 @dataclass
 class VerifyCurve:
-    """Seconds of a verify forward over n tokens, measured at `windows` (ascending); `seconds` is kept
-    non-decreasing (each point at least the largest before it)."""
+    """Seconds of a verify forward over n tokens after `prompt_tokens` cached ones, measured at `windows`
+    (ascending); `far_seconds`, when measured, the same windows after `far_tokens` cached tokens. Each
+    is kept non-decreasing (`non_decreasing`)."""
 
     windows: list[int]
     seconds: list[float]
     prompt_tokens: int  # the cached prompt length it was measured after
+    far_seconds: list[float] | None = None
+    far_tokens: int | None = None
 
     def __post_init__(self) -> None:
-        self.seconds = list(itertools.accumulate(self.seconds, max))
-        self._memo: dict[int, float] = {}  # window -> seconds: a tree round asks for the same few windows many times
+        self.seconds = non_decreasing(self.seconds)
+        if self.far_seconds is not None:
+            if self.far_tokens is None or self.far_tokens <= self.prompt_tokens:
+                raise ValueError(f"far_tokens must exceed prompt_tokens={self.prompt_tokens}, got {self.far_tokens}")
+            self.far_seconds = non_decreasing(self.far_seconds)
+        self._memo: dict[int, tuple[float, float]] = {}  # n -> (seconds at the prompt, slope per cached token)
 
-    def __call__(self, n: int) -> float:
-        """Linear interpolation between measured windows; linear extrapolation past the ends."""
-        if (cost := self._memo.get(n)) is not None:
-            return cost
-        xs, ys = self.windows, self.seconds
-        if len(xs) == 1:
-            return ys[0]
-        i = next((j for j in range(1, len(xs)) if n <= xs[j]), len(xs) - 1)
-        x0, x1, y0, y1 = xs[i - 1], xs[i], ys[i - 1], ys[i]
-        cost = self._memo[n] = max(y0 + (y1 - y0) * (n - x0) / (x1 - x0), 0.0)
-        return cost
+    def __call__(self, n: int, context: int | None = None) -> float:
+        """Linear interpolation between measured windows (extrapolation past the ends), then in the cached
+        context (`context` tokens; None: the prompt's) between the two measured ones, never falling with it."""
+        if (memo := self._memo.get(n)) is None:
+            near = _interpolate(self.windows, self.seconds, n)
+            slope = 0.0
+            if self.far_seconds is not None:
+                far = _interpolate(self.windows, self.far_seconds, n)
+                slope = max(far - near, 0.0) / (self.far_tokens - self.prompt_tokens)
+            memo = self._memo[n] = (near, slope)
+        near, slope = memo
+        if context is None:
+            return near
+        return max(near + slope * (context - self.prompt_tokens), 0.0)
 
     def to_dict(self) -> dict:
         return asdict(self)
+
+
+def _interpolate(xs: list[int], ys: list[float], n: int) -> float:
+    if len(xs) == 1:
+        return ys[0]
+    i = next((j for j in range(1, len(xs)) if n <= xs[j]), len(xs) - 1)
+    x0, x1, y0, y1 = xs[i - 1], xs[i], ys[i - 1], ys[i]
+    return max(y0 + (y1 - y0) * (n - x0) / (x1 - x0), 0.0)
+
+
+def time_in_turn(
+    run: Callable[[int], None], reset: Callable[[], None], windows: list[int], repeats: int, device: torch.device
+) -> list[float]:
+    """Median seconds of `run(w)` for each window, the windows timed in turn `repeats` times (after two
+    untimed passes), `reset()` after each run."""
+    times: dict[int, list[float]] = {w: [] for w in windows}
+    for i in range(repeats + 2):
+        for w in windows:
+            if device.type == "cuda":
+                torch.cuda.synchronize()
+            t0 = time.perf_counter()
+            run(w)
+            if device.type == "cuda":
+                torch.cuda.synchronize()
+            if i >= 2:
+                times[w].append(time.perf_counter() - t0)
+            reset()
+    return [statistics.median(times[w]) for w in windows]
 
 
 @torch.inference_mode()
@@ -67,60 +123,58 @@ def measure_verify_curve(
     layer_ids: list[int] | None = None,
     repeats: int = 7,
     seed: int = 0,
+    far: int | None = FAR_CONTEXT,
 ) -> VerifyCurve:
     """Median seconds of a window forward (features of `layer_ids` captured, as verification does) after a
-    cached random prompt of `prompt_tokens` tokens, for each window size; two untimed forwards first."""
+    cached random prompt of `prompt_tokens` tokens, for each window size (`time_in_turn`); again after
+    `far` more cached tokens (None: once)."""
     g = torch.Generator().manual_seed(seed)
-    vocab = target.config.vocab_size
-    prompt = torch.randint(0, vocab, (1, max(prompt_tokens, 1)), generator=g).to(target.device)
-    cache = target.new_cache()
-    target(prompt, cache=cache, last_logits_only=True)
-    start = target.cache_length(cache)
-    seconds = []
+    vocab, device = target.config.vocab_size, target.device
     windows = sorted(set(windows))
-    for k in windows:
-        window = torch.randint(0, vocab, (1, k), generator=g).to(target.device)
-        times = []
-        for i in range(repeats + 2):
-            if target.device.type == "cuda":
-                torch.cuda.synchronize()
-            t0 = time.perf_counter()
-            target(window, cache=cache, layer_ids=layer_ids)
-            if target.device.type == "cuda":
-                torch.cuda.synchronize()
-            if i >= 2:
-                times.append(time.perf_counter() - t0)
-            target.crop_cache(cache, start)
-        seconds.append(statistics.median(times))
-    return VerifyCurve(list(windows), seconds, start)
+
+    def timed_after(length: int) -> tuple[int, list[float]]:
+        cache = target.new_cache(capacity=length + windows[-1] + 1)
+        target(torch.randint(0, vocab, (1, length), generator=g).to(device), cache=cache, last_logits_only=True)
+        start = target.cache_length(cache)
+        inputs = {k: torch.randint(0, vocab, (1, k), generator=g).to(device) for k in windows}
+        run = lambda k: target(inputs[k], cache=cache, layer_ids=layer_ids)  # noqa: E731
+        return start, time_in_turn(run, lambda: target.crop_cache(cache, start), windows, repeats, device)
+
+    start, seconds = timed_after(max(prompt_tokens, 1))
+    if not far:
+        return VerifyCurve(windows, seconds, start)
+    far_start, far_seconds = timed_after(start + far)
+    return VerifyCurve(windows, seconds, start, far_seconds, far_start)
 
 
 class ObservedCosts:
-    """Seconds of a verify over n tokens: the running mean of the forwards timed at n during the run
-    (newest weighted `weight`), else the curve scaled by the running ratio of timed to predicted seconds.
+    """Seconds of a verify over n tokens of `rows` rows after `context` cached tokens: the curve there,
+    times the running ratio of timed to predicted seconds at that size (each size's ratio starts from
+    the ratio over every size, which also serves the sizes not timed yet; newest weighted `weight`).
 
-    A rule that chose a width on a curve that was too cheap there pays for it once or twice, then sees
-    the width's timed cost; widths never run are predicted from the curve's shape at the timed scale."""
+    A rule that chose a width the curve made too cheap pays for it once or twice, then sees it dearer;
+    the curve's shape in width and context carries the correction to sizes and contexts not timed."""
 
     def __init__(self, curve: VerifyCurve, weight: float = 0.25) -> None:
         self.curve, self.weight = curve, weight
-        self.seen: dict[int, float] = {}  # tokens -> running seconds
-        self.ratio = 1.0  # running timed / curve seconds
+        self.ratios: dict[tuple[int, int], float] = {}  # (rows, tokens) -> running timed / curve seconds
+        self.ratio = 1.0  # running timed / curve seconds over every size
         self.observations = 0
 
-    def observe(self, n: int, seconds: float) -> None:
+    def observe(self, n: int, seconds: float, context: int | None = None, rows: int = 1) -> None:
+        ratio = seconds / max(self.curve(n, context), 1e-9)
         w = self.weight if self.observations else 1.0
-        previous = self.seen.get(n)
-        self.seen[n] = seconds if previous is None else (1 - self.weight) * previous + self.weight * seconds
-        self.ratio = (1 - w) * self.ratio + w * seconds / max(self.curve(n), 1e-9)
+        self.ratio = (1 - w) * self.ratio + w * ratio
+        key = (rows, n)
+        self.ratios[key] = (1 - self.weight) * self.ratios.get(key, self.ratio) + self.weight * ratio
         self.observations += 1
 
-    def __call__(self, n: int) -> float:
-        seen = self.seen.get(n)
-        return seen if seen is not None else self.curve(n) * self.ratio
+    def __call__(self, n: int, context: int | None = None, rows: int = 1) -> float:
+        return self.curve(n, context) * self.ratios.get((rows, n), self.ratio)
 
     def to_dict(self) -> dict:
-        return {"timed_s": dict(sorted(self.seen.items())), "ratio": self.ratio, "observations": self.observations}
+        ratios = {f"{rows}x{n // rows}": r for (rows, n), r in sorted(self.ratios.items())}  # rows x width
+        return {"ratios": ratios, "ratio": self.ratio, "observations": self.observations}
 
 
 @dataclass

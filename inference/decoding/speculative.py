@@ -108,6 +108,7 @@ class SpeculativeDecoder(Decoder):
         self.layer_ids = list(drafter.config.target_layer_ids)
         self.acceptance = AcceptanceModel()  # path score -> acceptance, from the rounds verified so far
         self.verify_curve: VerifyCurve | None = None  # `measure_costs`, before a cost-aware decoder's first round
+        self.verify_timed: ObservedCosts | None = None  # that curve corrected by the verify forwards timed since
         self.gate = DraftGate()  # cost-aware decoders: plain rounds while drafting does not pay (draft_gate.py)
         self.batch_curves: dict[int, VerifyCurve] = {}  # concurrency -> batch verify curve (`batch_budget.py`)
         self.batch_costs: dict[int, ObservedCosts] = {}  # concurrency -> that curve corrected by timed rounds
@@ -116,17 +117,20 @@ class SpeculativeDecoder(Decoder):
         # (`stats.draft_sizes`), so that timing-driven choices verify the same windows again.
         self.schedule: list[int] | None = None
 
-    def verify_cost(self, n: int) -> float:
-        """Seconds of a verify forward over n tokens (`cost_model`): a cost-aware decoder measures the
-        curve before its first generation, after that generation's prompt."""
+    def verify_cost(self, n: int, context: int | None = None) -> float:
+        """Seconds of a verify forward over n tokens after `context` cached ones (`cost_model`; None: the
+        curve's prompt): a cost-aware decoder measures the curve before its first generation, after that
+        generation's prompt, and corrects it by the verify forwards it times."""
         if self.verify_curve is None:
             raise RuntimeError("no verify curve: call measure_costs(prompt_tokens) before cost-aware drafting")
-        return self.verify_curve(n)
+        return (self.verify_timed or self.verify_curve)(n, context)
 
     def measure_costs(self, prompt_tokens: int, windows: list[int] | None = None) -> VerifyCurve:
-        """Time the target's verify forward over a grid of windows after a `prompt_tokens`-token prompt."""
+        """Time the target's verify forward over a grid of windows after a `prompt_tokens`-token prompt and
+        `FAR_CONTEXT` tokens further; the verify forwards of later rounds correct it (`ObservedCosts`)."""
         grid = windows or [w for w in DEFAULT_WINDOWS if w <= self.max_window()] or [1]
         self.verify_curve = measure_verify_curve(self.target, prompt_tokens, grid, self.layer_ids)
+        self.verify_timed = ObservedCosts(self.verify_curve)
         return self.verify_curve
 
     def max_window(self) -> int:
@@ -184,9 +188,12 @@ class SpeculativeDecoder(Decoder):
                 positions = (state.length + win.depths.to(device)).unsqueeze(0)
             if win.visible is not None:
                 mask = tree_attention_mask(state.length, win.visible, self.target.dtype, device)
+        t0 = self.clock.now()
         out = self.target(
             win.ids, cache=state.target_cache, position_ids=positions, attention_mask=mask, layer_ids=self.layer_ids
         )
+        if self.verify_timed is not None:
+            self.verify_timed.observe(win.ids.shape[1], self.clock.now() - t0, state.length)
         return self.judge(state, draft, out.logits[0], out.features)
 
     @torch.inference_mode()
@@ -238,7 +245,8 @@ class SpeculativeDecoder(Decoder):
             finished, stopped = self.commit(state, verdict, tokens, stats)
             t3 = clock.now()
             if self.cost_aware:
-                self.gate.record(drafting, stats.accept_lengths[-1], t3 - t0 - catch_up, 1.0 / self.verify_cost(1))
+                plain = 1.0 / self.verify_cost(1, state.length)
+                self.gate.record(drafting, stats.accept_lengths[-1], t3 - t0 - catch_up, plain)
             stats.draft_s += t1 - t0
             stats.verify_s += t2 - t1
             stats.commit_s += t3 - t2

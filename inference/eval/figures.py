@@ -81,7 +81,11 @@ def write_cost_plot(path: Path, cost_model: dict[str, dict[str, Any]]) -> bool:
     fig, ax = plt.subplots(figsize=(5, 3.6))
     for i, (method, costs) in enumerate(cost_model.items()):
         curve = costs["verify_curve"]
-        ax.plot(curve["windows"], [1e3 * s for s in curve["seconds"]], "o-", color=f"C{i}", label=f"{method}: verify")
+        label = f"{method}: verify after {curve['prompt_tokens']}"
+        ax.plot(curve["windows"], [1e3 * s for s in curve["seconds"]], "o-", color=f"C{i}", label=label)
+        if curve.get("far_seconds"):  # the same windows after a longer context (`FAR_CONTEXT` more tokens)
+            label = f"{method}: verify after {curve['far_tokens']}"
+            ax.plot(curve["windows"], [1e3 * s for s in curve["far_seconds"]], "o:", color=f"C{i}", label=label)
         ax.axhline(1e3 * costs["draft_fixed_s"], color=f"C{i}", linestyle="--", label=f"{method}: draft per round")
     ax.set(title="measured round costs", xlabel="verified tokens (window)", ylabel="ms")
     ax.set_ylim(bottom=0)

@@ -190,7 +190,7 @@ class ChainDecoder(SpeculativeDecoder):
         if alone:
             self.fixed_s.add(self.clock.now() - t0)
         fixed = self.fixed_s.value()
-        cost = (lambda k: fixed + self.verify_cost(k + 1)) if self.cost_aware else None
+        cost = (lambda k: fixed + self.verify_cost(k + 1, state.length)) if self.cost_aware else None
         return Candidates(draft, self.acceptance.predict(draft.scores), cost)
 
     def no_draft(self, state: DecodeState) -> ChainDraft:

@@ -64,29 +64,34 @@ class TreeDecoder(SpeculativeDecoder):
     def max_window(self) -> int:
         return self.node_budget + 1
 
-    def _round_cost(self, depths: list[int], max_depth: int, fixed: float, step: float) -> Callable[[int], float]:
+    def _round_cost(
+        self, depths: list[int], max_depth: int, fixed: float, step: float, context: int
+    ) -> Callable[[int], float]:
         """Seconds of a round that keeps the first n of nodes at `depths`: drafting (the `fixed` part, plus
-        DominoTree's head steps of `step` seconds for the nodes it must expand) and the verify over n + 1."""
+        DominoTree's head steps of `step` seconds for the nodes it must expand) and the verify over n + 1
+        after `context` cached tokens."""
         width = self.expander.width if self.expander is not None else 1
         expanded = list(itertools.accumulate(int(d < max_depth) for d in depths))
 
         def cost(n: int) -> float:
             steps = -(-expanded[n - 1] // width) if n and step else 0
-            return fixed + step * steps + self.verify_cost(n + 1)
+            return fixed + step * steps + self.verify_cost(n + 1, context)
 
         return cost
 
-    def _stop_rule(self, max_depth: int, fixed: float, step: float) -> Callable[[list[float], list[int], float], bool]:
+    def _stop_rule(
+        self, max_depth: int, fixed: float, step: float, context: int
+    ) -> Callable[[list[float], list[int], float], bool]:
         """`budget.prefix_settled` for DominoTree's builder: the first k of the nodes built so far cost what
         `_round_cost` says, and any longer prefix at least their head steps, its fixed part and its verify."""
         limit, predict = self.node_budget, self.acceptance.predict
 
         def enough(scores: list[float], depths: list[int], bound: float) -> bool:
-            cost = self._round_cost(depths, max_depth, fixed, step)
-            drafting = cost(len(depths)) - self.verify_cost(len(depths) + 1)  # a longer prefix drafts at least this
+            cost = self._round_cost(depths, max_depth, fixed, step, context)
+            drafting = cost(len(depths)) - self.verify_cost(len(depths) + 1, context)  # longer ones draft at least this
 
             def at_least(m: int) -> float:
-                return drafting + self.verify_cost(m + 1)
+                return drafting + self.verify_cost(m + 1, context)
 
             return prefix_settled(predict(scores), predict([bound])[0], limit, cost, at_least)
 
@@ -152,14 +157,14 @@ class TreeDecoder(SpeculativeDecoder):
             if alone:
                 self.fixed_s.add(t2 - t0)
             fixed, step = self.fixed_s.value(), self.step_s.value()  # this round's cost model, set before the build
-            enough = self._stop_rule(depth, fixed, step) if settle else None
+            enough = self._stop_rule(depth, fixed, step, state.length) if settle else None
             tree = best_first_batched(expander, self.node_budget, depth, self.expander.width, enough)
             if self.expander.steps > steps:
                 self.step_s.add(self.clock.now() - t2, self.expander.steps - steps)
         parts = state.stats.draft_parts_s
         parts["backbone"] = parts.get("backbone", 0.0) + t1 - t0
         parts["build"] = parts.get("build", 0.0) + self.clock.now() - t1
-        cost = self._round_cost(tree.depths, depth, fixed, step) if self.cost_aware else None
+        cost = self._round_cost(tree.depths, depth, fixed, step, state.length) if self.cost_aware else None
         return Candidates(tree, self.acceptance.predict(tree.scores), cost)
 
     def no_draft(self, state: DecodeState) -> DraftTree:

@@ -36,11 +36,11 @@ def _state() -> DecodeState:
     return DecodeState(None, None, torch.tensor([0]), 4, 100, None, GenerationStats(prompt_tokens=4))
 
 
-def _settle(curve: VerifyCurve, gains: dict[int, list[float]], draft_s: float = 0.0):
+def _settle(curve: VerifyCurve, gains: dict[int, list[float]], draft_s: float = 0.0, context: int | None = None):
     budget = BatchBudget(_Decoder(curve), 2)
     states = {r: _state() for r in gains}
     drafts = {r: Candidates(_Draft(range(len(g))), g, None) for r, g in gains.items()}
-    settled, width = budget.settle(states, drafts, draft_s, batch_rows=2)
+    settled, width = budget.settle(states, drafts, draft_s, batch_rows=2, context=context)
     return {r: len(d) for r, d in settled.items()}, width
 
 
@@ -50,6 +50,15 @@ def test_a_flat_verify_keeps_every_draft_and_a_steep_one_none():
     assert _settle(flat, gains) == ({0: 3, 1: 1}, 4)  # the widest row sets W; a shorter row keeps all it has
     steep = VerifyCurve([2, 8], [0.010, 0.100], 16)
     assert _settle(steep, gains) == ({0: 0, 1: 0}, 1)  # every root alone
+
+
+def test_a_batch_grown_long_verifies_narrower():
+    """Every row's queries attend over the longest row's cached keys: drafts that pay over the curve's
+    prompts do not over a context four times longer, where a window of 4 costs what the far timing says."""
+    gains = {0: [0.9, 0.8, 0.5], 1: [0.6]}
+    curve = VerifyCurve([2, 8], [0.010, 0.010], 16, far_seconds=[0.010, 0.040], far_tokens=528)
+    assert _settle(curve, gains, context=16) == ({0: 3, 1: 1}, 4)
+    assert _settle(curve, gains, context=2000) == ({0: 0, 1: 0}, 1)
 
 
 def test_timed_verify_forwards_correct_a_curve_that_was_too_cheap():

@@ -9,7 +9,7 @@ import torch
 from inference.decoding import DecodeOptions, TreeOptions, build_decoder
 from inference.decoding.acceptance import AcceptanceModel
 from inference.decoding.budget import best_prefix
-from inference.decoding.cost_model import ObservedCosts, VerifyCurve, measure_verify_curve
+from inference.decoding.cost_model import ObservedCosts, VerifyCurve, measure_verify_curve, non_decreasing
 from inference.decoding.sampling import SamplingParams
 
 
@@ -45,25 +45,50 @@ def test_verify_curve_interpolates_and_extrapolates():
 
 def test_a_longer_window_never_costs_less_than_a_shorter_one():
     curve = VerifyCurve([1, 16, 24, 32], [1.0, 2.0, 2.5, 2.2], 10)  # 32 timed below 24: noise
-    assert curve.seconds == [1.0, 2.0, 2.5, 2.5] and curve(32) == curve(24) == 2.5 and curve(28) == 2.5
+    assert curve.seconds == pytest.approx([1.0, 2.0, 2.35, 2.35]) and curve(28) == pytest.approx(2.35)
 
 
-def test_timed_forwards_replace_the_curve_where_seen_and_rescale_it_elsewhere():
-    curve = VerifyCurve([4, 16, 32], [0.020, 0.020, 0.030], 16)
+def test_a_lone_slow_timing_is_pooled_with_its_neighbours_not_carried_to_every_larger_window():
+    curve = VerifyCurve([1, 2, 4, 8, 16], [1.0, 3.0, 1.0, 1.0, 1.0], 10)  # a busy moment at 2 tokens
+    assert curve.seconds == pytest.approx([1.0, 1.5, 1.5, 1.5, 1.5])  # a running maximum would say 3.0 from 2 on
+    assert non_decreasing([3.0, 1.0, 2.0, 5.0]) == pytest.approx([2.0, 2.0, 2.0, 5.0])
+
+
+def test_a_window_costs_more_after_a_longer_context_and_more_so_the_wider_it_is():
+    curve = VerifyCurve([1, 16], [1.0, 2.0], 100, far_seconds=[1.5, 4.0], far_tokens=600)
+    assert curve(16) == curve(16, 100) == 2.0  # no context: the prompt's
+    assert curve(1, 600) == pytest.approx(1.5) and curve(16, 600) == pytest.approx(4.0)
+    assert curve(16, 1100) == pytest.approx(6.0) and curve(1, 1100) == pytest.approx(2.0)  # linear past the far one
+    near, far = 1.0 + 7 / 15, 1.5 + 2.5 * 7 / 15  # 8 tokens, between the measured windows
+    assert curve(8, 350) == pytest.approx((near + far) / 2)  # and halfway between the contexts
+    noisy = VerifyCurve([1, 16], [1.0, 2.0], 100, far_seconds=[0.9, 1.9], far_tokens=600)  # timed faster later
+    assert noisy(16, 5000) == 2.0  # never cheaper with more context
+    with pytest.raises(ValueError, match="far_tokens must exceed"):
+        VerifyCurve([1], [1.0], 100, far_seconds=[1.0], far_tokens=100)
+
+
+def test_timed_forwards_rescale_the_curve_per_size_at_their_context():
+    curve = VerifyCurve([4, 16, 32], [0.020, 0.020, 0.030], 16, far_seconds=[0.020, 0.030, 0.050], far_tokens=528)
     costs = ObservedCosts(curve, weight=0.5)
-    assert costs(16) == pytest.approx(0.020)  # nothing timed yet: the curve
-    costs.observe(16, 0.040)  # the run's contexts: twice the curve's cost
-    assert costs(16) == pytest.approx(0.040)
-    assert costs(32) == pytest.approx(0.060)  # not timed: the curve at the timed scale
-    costs.observe(16, 0.020)
-    assert costs(16) == pytest.approx(0.030)  # a running mean, not the last forward
-    assert costs(4) == pytest.approx(0.020 * 1.5)
-    assert costs.to_dict()["timed_s"] == {16: pytest.approx(0.030)}
+    assert costs(16) == pytest.approx(0.020) and costs(16, 528) == pytest.approx(0.030)  # nothing timed: the curve
+    costs.observe(16, 0.060, context=528)  # twice the curve's cost there
+    assert costs(16, 528) == pytest.approx(0.060) and costs(16, 16) == pytest.approx(0.040)
+    assert costs(32, 528) == pytest.approx(0.100)  # not timed: the curve at the timed scale
+    costs.observe(16, 0.030, context=528)
+    assert costs(16, 528) == pytest.approx(0.045)  # a running ratio, not the last forward
+    costs.observe(4, 0.020)  # timed at the curve's cost: the ratio over every size falls ...
+    assert costs.ratio == pytest.approx(1.25) and costs(32) == pytest.approx(0.030 * 1.25)
+    assert costs(16, 528) == pytest.approx(0.045)  # ... while a size timed before keeps its own
+    assert costs(4) == pytest.approx(0.020 * (1.25 + 1.0) / 2)  # a size's first ratio starts from the overall one
+    costs.observe(8, 0.100, rows=2)  # 2 rows x 4 tokens: not the same forward as 1 row x 8
+    assert costs(8, rows=2) > costs(8) and set(costs.to_dict()["ratios"]) == {"1x4", "1x16", "2x4"}
 
 
 def test_the_verify_curve_is_measured_on_the_target(qwen_target):
-    curve = measure_verify_curve(qwen_target, 20, [1, 4, 8], repeats=2)
+    curve = measure_verify_curve(qwen_target, 20, [1, 4, 8], repeats=2, far=32)
     assert curve.windows == [1, 4, 8] and all(s > 0 for s in curve.seconds) and curve.prompt_tokens == 20
+    assert curve.far_tokens == 52 and len(curve.far_seconds) == 3
+    assert measure_verify_curve(qwen_target, 20, [1, 2], repeats=1, far=None).far_seconds is None
 
 
 def _prompt(seed):
