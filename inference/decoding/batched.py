@@ -359,7 +359,8 @@ class BatchedDecoder:
                 cache.reset(r)
                 live[r] = None
         if budget is not None:
-            budget.end_round(drafted, committed, clock.now() - start, rows, rows, batch.width, forward_s, context)
+            verify_s = forward_s if clock.exact else None  # unsynchronised, it timed the launches only
+            budget.end_round(drafted, committed, clock.now() - start, rows, rows, batch.width, verify_s, context)
 
     @staticmethod
     def _watch(

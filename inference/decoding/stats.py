@@ -97,6 +97,8 @@ class StageClock:
 
     def __init__(self, device: torch.device | str, sync: bool = True) -> None:
         self._sync = sync and torch.device(device).type == "cuda"
+        # whether an interval between two reads is the device's time, not only the host's launches
+        self.exact = sync or torch.device(device).type != "cuda"
 
     def now(self) -> float:
         if self._sync:

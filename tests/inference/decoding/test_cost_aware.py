@@ -11,6 +11,7 @@ from inference.decoding.acceptance import AcceptanceModel
 from inference.decoding.budget import best_prefix
 from inference.decoding.cost_model import ObservedCosts, VerifyCurve, measure_verify_curve, non_decreasing
 from inference.decoding.sampling import SamplingParams
+from inference.decoding.stats import StageClock
 
 
 def test_best_prefix_maximises_expected_tokens_per_second():
@@ -152,3 +153,17 @@ def test_bad_budget_and_window_are_refused():
         TreeOptions(budget="sometimes")
     with pytest.raises(ValueError, match="chain window must be auto"):
         DecodeOptions(chain_window=-1)
+
+
+def test_only_a_clock_that_times_the_device_corrects_the_costs():
+    """Unsynchronised on a GPU, an interval is the host's kernel launches: rounds must not calibrate on it."""
+    assert StageClock("cpu", sync=False).exact and StageClock("cuda", sync=True).exact
+    assert not StageClock("cuda", sync=False).exact
+
+
+def test_a_cost_aware_decoder_corrects_its_curve_by_the_verifies_it_times(qwen_target, make_drafter):
+    decoder = build_decoder(
+        "ddtree", qwen_target, make_drafter(qwen_target), DecodeOptions(stop_token_ids=[]), TreeOptions(budget="auto")
+    )
+    decoder.generate(list(range(40, 52)), 12)
+    assert decoder.verify_timed is not None and decoder.verify_timed.observations > 0
