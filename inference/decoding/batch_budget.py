@@ -1,7 +1,8 @@
 """`BatchBudget`: cost-aware drafting across a batch (`tree.budget=auto`, `chain.window=auto` at concurrency > 1).
 
-A batched round runs one ragged verify forward for every live row, as wide as its widest row: a pad column
-costs what a real one costs. Two choices per round, both from measured costs:
+A batched round runs one ragged verify forward for every live row; the rows' real tokens run packed
+through every per-token op, so a round costs about what its real tokens cost, whatever the widest row
+(`inference.targets.ragged_forward`). Two choices per round, both from measured costs:
 
 - **Whether the batch drafts** (before drafting): the batch drafts while its drafting rounds commit more
   tokens per second of wall time (every row's tokens over the whole round: the drafts, the verify, the
@@ -12,21 +13,24 @@ costs what a real one costs. Two choices per round, both from measured costs:
   rounds of those rows, from the verify curve), so that a draining batch's rounds, which commit fewer
   tokens for a cheaper forward, are judged on the same scale as a full batch's and feed the same gate: a
   gate per live-row count explored again at every row count a drain passed through.
-  The gate is the batch's, not each row's: in a synchronous round every row waits for every draft and
-  pays for the widest window, so a row's drafting costs the others what a per-row rate cannot see, and a
-  plain row in a drafting round would measure the drafting rows' cost as its own.
-- **How wide the batch verifies**: one width W for the round. Each drafting row keeps the first W - 1 of its
-  best-first drafts (every prefix is a valid draft), and W maximises the batch's expected committed tokens
-  per second, sum over live rows of (1 + the row's first W - 1 acceptances) / (the round's draft seconds +
-  verify(B x W, L)). W = 1 verifies every root alone.
+  The gate is the batch's, not each row's: in a synchronous round every row waits for every draft, so a
+  row's drafting costs the others what a per-row rate cannot see, and a plain row in a drafting round
+  would measure the drafting rows' cost as its own.
+- **How many drafts each row keeps**: every drafting row's best-first drafts (every prefix is a valid
+  draft) compete in one list, the most likely first (`merged_gains`), and the batch keeps the first t of
+  them for the t that maximises its expected committed tokens per second, (live rows + the t drafts'
+  acceptances) / (the round's draft seconds + verify(B rows, B + t tokens, L)). A row whose drafts are
+  likely keeps many while a row whose drafts are not keeps none; t = 0 verifies every root alone.
 
-verify(T, L) is a `VerifyCurve` over the batch's total tokens T = B x W and the longest row's cached tokens
-L (every row's queries attend over that many key slots), measured with ragged forwards over a batch of
-cached prompts at two lengths (`measure_batch_curve`, once per decoder and concurrency), then corrected by
-the verify forwards the rounds time (`ObservedCosts` per B x W, kept by the decoder per concurrency;
-`calibrate=False` takes the curve as given): one measurement with random prompts, in one moment, would
-otherwise steer every round of the run. B is the rows the forward computes: the live rows (a draining
-batch moves them first and runs them alone, `BatchedDecoder`).
+verify(T, L) is a `VerifyCurve` over the batch's real tokens T and the longest row's cached tokens L
+(every row's queries attend over that many key slots), measured with ragged forwards of B rows x equal
+widths over a batch of cached prompts at two lengths (`measure_batch_curve`, once per decoder and
+concurrency), then corrected by the verify forwards the rounds time (`ObservedCosts` per rows and real
+tokens, kept by the decoder per concurrency; `calibrate=False` takes the curve as given): one
+measurement with random prompts, in one moment, would otherwise steer every round of the run, and a
+packed forward of unequal rows attends over a padded layout the equal widths do not have. B is the rows
+the forward computes: the live rows (a draining batch moves them first and runs them alone,
+`BatchedDecoder`).
 DominoTree's conditional scores and DDTree's marginal ones enter only as the acceptances of their drafts
 (`AcceptanceModel`), so both compete under the same rule. Verification is unchanged, so every choice
 stays lossless.
@@ -34,6 +38,8 @@ stays lossless.
 
 from __future__ import annotations
 
+import heapq
+from collections.abc import Sequence
 from typing import Any
 
 import torch
@@ -45,6 +51,21 @@ from inference.decoding.speculative import Candidates, DecodeState, SpeculativeD
 from inference.decoding.stats import GenerationStats
 from inference.targets.adapter import TargetModel
 from inference.targets.ragged_window import RaggedWindow
+
+
+def merged_gains(gains: dict[int, Sequence[float]]) -> list[tuple[int, float]]:
+    """Every row's drafts as (row, acceptance), the most likely first across the batch and each row's in
+    its own best-first order (a row's k-th draft comes after its first k - 1, so the first t of the list
+    keep a prefix of every row's draft); ties go to the lower row."""
+    heap = [(-g[0], r, 0) for r, g in gains.items() if g]
+    heapq.heapify(heap)
+    order = []
+    while heap:
+        gain, r, k = heapq.heappop(heap)
+        order.append((r, -gain))
+        if k + 1 < len(gains[r]):
+            heapq.heappush(heap, (-gains[r][k + 1], r, k + 1))
+    return order
 
 
 @torch.inference_mode()
@@ -157,12 +178,12 @@ class BatchBudget:
         state.stats.predicted.append(1.0)
         return PLAIN
 
-    def cost(self, rows: int, width: int, context: int | None = None) -> float:
-        """Seconds of a batch verify of `rows` rows x `width` tokens whose longest row has `context` cached
-        tokens (None: the curve's prompt), never 0."""
+    def cost(self, rows: int, tokens: int, context: int | None = None) -> float:
+        """Seconds of a batch verify of `tokens` real tokens over `rows` rows whose longest row has `context`
+        cached tokens (None: the curve's prompt), never 0."""
         if self.timed is not None:
-            return max(self.timed(rows * width, context, rows), 1e-9)
-        return max(self.curve(rows * width, context), 1e-9)
+            return max(self.timed(tokens, context, rows), 1e-9)
+        return max(self.curve(tokens, context), 1e-9)
 
     def settle(
         self,
@@ -172,25 +193,25 @@ class BatchBudget:
         batch_rows: int,
         context: int | None = None,
     ) -> tuple[dict[int, Any], int]:
-        """Each drafting row's kept prefix for the round's best width W (module doc); returns the drafts
-        and W. `draft_s`: the seconds this round already spent drafting; `batch_rows`: the rows the forward
-        runs; `context`: the longest row's cached tokens, which every row's queries attend over."""
+        """Each drafting row's kept prefix, the batch's drafts chosen together (module doc); returns the
+        drafts and the round's real tokens. `draft_s`: the seconds this round already spent drafting;
+        `batch_rows`: the rows the forward runs; `context`: the longest row's cached tokens, which every
+        row's queries attend over."""
         built = {r: d for r, d in drafts.items() if isinstance(d, Candidates)}
-        rows = len(drafts)
-        sums = {r: [0.0] for r in built}
-        for r, b in built.items():
-            for gain in b.gains:
-                sums[r].append(sums[r][-1] + gain)
-        longest = max((len(b.gains) for b in built.values()), default=0)
-        best_w, best_rate = 1, -1.0
-        for w in range(1, longest + 2):
-            expected = rows + sum(s[min(w - 1, len(s) - 1)] for s in sums.values())
-            if (rate := expected / (draft_s + self.cost(batch_rows, w, context))) > best_rate:
-                best_w, best_rate = w, rate
+        order = merged_gains({r: b.gains for r, b in built.items()})
+        kept = dict.fromkeys(built, 0)
+        best_t, best_rate, expected = 0, -1.0, float(len(drafts))
+        for t in range(len(order) + 1):
+            if t:
+                expected += order[t - 1][1]
+            if (rate := expected / (draft_s + self.cost(batch_rows, batch_rows + t, context))) > best_rate:
+                best_t, best_rate = t, rate
+        for r, _ in order[:best_t]:
+            kept[r] += 1
         settled = dict(drafts)
         for r, b in built.items():
-            settled[r] = self.decoder.keep(states[r], b, min(best_w - 1, len(b.gains)))
-        return settled, best_w
+            settled[r] = self.decoder.keep(states[r], b, kept[r])
+        return settled, batch_rows + best_t
 
     def end_round(
         self,
@@ -199,7 +220,7 @@ class BatchBudget:
         seconds: float,
         rows: int,
         batch_rows: int,
-        width: int = 1,
+        tokens_verified: int | None = None,
         verify_s: float | None = None,
         context: int | None = None,
     ) -> None:
@@ -207,11 +228,11 @@ class BatchBudget:
         (drafts, the forward, every judge and commit), `drafted` when any row drafted; the gate sees the
         round's rate over the plain rate of `rows` rows in a forward of `batch_rows` (module doc), so a
         plain round of any size scores about 1; a retry's catch-up projection is left out. The round's
-        verify forward (`batch_rows` x `width` tokens in `verify_s`, its longest row after `context` cached
-        tokens) corrects the cost curve first."""
+        verify forward (`tokens_verified` real tokens over `batch_rows` rows, None: one a row, in
+        `verify_s`, its longest row after `context` cached tokens) corrects the cost curve first."""
         if self.timed is not None and verify_s is not None:
-            self.timed.observe(batch_rows * width, verify_s, context, batch_rows)
-        plain_round = self.cost(batch_rows, 1, context)  # seconds of a plain round's forward over these rows
+            self.timed.observe(tokens_verified or batch_rows, verify_s, context, batch_rows)
+        plain_round = self.cost(batch_rows, batch_rows, context)  # seconds of a plain round's forward, these rows
         self.gate().record(drafted, tokens * plain_round / rows, seconds - self.catch_up_s, plain_estimate=1.0)
 
     def verify_window(self, state: DecodeState, draft: Any) -> VerifyWindow:

@@ -30,14 +30,15 @@ order.
 Round costs: the rows' shared drafting, per active row what is left of its draft (a sampled chain's
 head steps, a tree's best-first bookkeeping) and its judge / commit; then one ragged target forward over
 the live rows, of width
-W = the widest window this round (each row pays W columns of compute and cache writes, pad columns
-included) over a span of max(row length) + W. Prefills of refills add one ragged forward over the
-refilled rows, of width = the longest refill prompt. Needs the target's lean engine (`forward_ragged`).
+W = the widest window this round, over a span of max(row length) + W: its real tokens run packed, and
+only attention and the cache writes pay for the pad columns. Prefills of refills add one ragged forward
+over the refilled rows, as wide as the longest refill prompt. Needs the target's lean engine
+(`forward_ragged`).
 
 The lossless check: given each prompt's reference output (its batch-1 `ar` tokens, greedy), a row compares
 what it commits with the reference and, at the first token that differs, keeps the logits row that chose
-it with the forward's shape (`LogitsProbe`: the row's window width, the forward's rows, padded width and
-key span):
+it with the forward's shape (`LogitsProbe`: the row's window width, the forward's rows, padded width, real
+tokens and key span):
 `Generation.probe`. A batched run cannot be replayed at batch 1 (its forwards have other shapes, so they
 round otherwise), and this costs nothing where the outputs agree. `follow` runs batched `ar` teacher-forced
 along given outputs, in the rounds and shapes of batched `ar` on those prompts: the check's measure of how
@@ -232,8 +233,10 @@ class BatchedDecoder:
                 prompts = [starts[r].ids if r in group else None for r in range(len(live))]
                 out = self.target.prefill_ragged(prompts, cache, layer_ids=rule.layer_ids)
                 width = starts[group[0]].ids.numel()  # the group's longest prompt
+                real = sum(starts[r].ids.numel() for r in group)
                 for r in group:
-                    live[r] = self._start(cache, r, starts[r], out.logits[r, 0], out.features, t0, len(group), width)
+                    logits = out.logits[r, 0]
+                    live[r] = self._start(cache, r, starts[r], logits, out.features, t0, (len(group), width, real))
 
     def _start(
         self,
@@ -243,11 +246,10 @@ class BatchedDecoder:
         logits: torch.Tensor,
         features: torch.Tensor | None,
         t0: float,
-        rows: int,
-        width: int,
+        shape: tuple[int, int, int],
     ) -> _Row | None:
-        """Sample the job's first token from its prompt's last logits (of a prefill of `rows` fresh rows x
-        `width` columns) and build its decode state (None: the job is already done)."""
+        """Sample the job's first token from its prompt's last logits (of a prefill of `shape` = (fresh
+        rows, columns, real tokens)) and build its decode state (None: the job is already done)."""
         decoder, clock = self.decoder, self.decoder.clock
         prompt_len = job.ids.numel()
         job.stats = stats = GenerationStats(prompt_tokens=prompt_len)
@@ -255,7 +257,8 @@ class BatchedDecoder:
         if job.forced:
             root = torch.tensor(job.reference[:1], dtype=torch.long, device=root.device)
         job.tokens = [root.item()]
-        self._watch(job, 0, logits.unsqueeze(0), [prompt_len - 1], prompt_len, rows, width, width)
+        rows, width, real = shape
+        self._watch(job, 0, logits.unsqueeze(0), [prompt_len - 1], prompt_len, rows, width, width, real)
         job.reason = "stop" if job.tokens[0] in decoder.stop_token_ids else "length"
         if job.reason == "stop" or job.budget == 1:
             stats.prefill_s = clock.now() - t0
@@ -332,6 +335,7 @@ class BatchedDecoder:
         out = self.target.forward_ragged(batch, cache, layer_ids=rule.layer_ids, rows=rows)
         forward_s = clock.now() - t1
         span = context + batch.width  # the key slots the forward's queries attended over
+        real = sum(w.ids.shape[1] for w in windows if w is not None)  # the forward's packed tokens
         committed = 0  # tokens every row committed this round
         for r, row in enumerate(live[:rows]):
             job, state = row.job, row.state
@@ -348,7 +352,7 @@ class BatchedDecoder:
             watching = job.reference is not None and (job.forced or job.probe is None)
             if watching and (chose := verdict.rows()) is not None:
                 keep = list(range(chose.shape[0])) if verdict.keep is None else verdict.keep.tolist()
-                self._watch(job, emitted, chose, keep, n, rows, batch.width, span)
+                self._watch(job, emitted, chose, keep, n, rows, batch.width, span, real)
             committed += job.stats.accept_lengths[-1]
             job.stats.verify_s += forward_s + t3 - t2  # the shared forward, then this row's acceptance rule
             job.stats.commit_s += t4 - t3
@@ -360,7 +364,7 @@ class BatchedDecoder:
                 live[r] = None
         if budget is not None:
             verify_s = forward_s if clock.exact else None  # unsynchronised, it timed the launches only
-            budget.end_round(drafted, committed, clock.now() - start, rows, rows, batch.width, verify_s, context)
+            budget.end_round(drafted, committed, clock.now() - start, rows, rows, real, verify_s, context)
 
     @staticmethod
     def _watch(
@@ -372,10 +376,11 @@ class BatchedDecoder:
         batch_rows: int,
         columns: int,
         span: int,
+        tokens: int | None = None,
     ) -> None:
         """The lossless check's capture (module doc): where the tokens the job just committed from
         first on (chosen by `rows`, rows `window_rows` of a `width`-token window in a `batch_rows` x
-        `columns` forward whose queries attended over `span` cache slots) first differ from its
+        `columns` forward of `tokens` real tokens whose queries attended over `span` cache slots) first differ from its
         reference, keep that logits row once. A forced job's probe observes every row instead."""
         if job.forced:
             if job.probe is not None:
@@ -387,6 +392,8 @@ class BatchedDecoder:
             if q >= len(job.reference):
                 return  # the reference ended first: nothing to compare logits with
             if job.tokens[q] != job.reference[q]:
-                job.probe = LogitsProbe(q, batch_rows=batch_rows, batch_width=columns, batch_span=span)
+                job.probe = LogitsProbe(
+                    q, batch_rows=batch_rows, batch_width=columns, batch_span=span, batch_tokens=tokens
+                )
                 job.probe.observe(first, rows, width, window_rows)
                 return

@@ -173,7 +173,7 @@ class ObservedCosts:
         return self.curve(n, context) * self.ratios.get((rows, n), self.ratio)
 
     def to_dict(self) -> dict:
-        ratios = {f"{rows}x{n // rows}": r for (rows, n), r in sorted(self.ratios.items())}  # rows x width
+        ratios = {f"{rows} rows, {n} tokens": r for (rows, n), r in sorted(self.ratios.items())}
         return {"ratios": ratios, "ratio": self.ratio, "observations": self.observations}
 
 

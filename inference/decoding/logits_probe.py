@@ -2,8 +2,8 @@
 
 The lossless check (`inference.eval.divergence`) needs, at the first position where a method's output
 parts from `ar`'s, the row of the method's own verify forward that chose the token there, with that
-forward's shape (its width, the row's index in it and, in a batch, the batch's rows, padded width and key
-span: the attention kernel blocks over the keys, so a longer span rounds otherwise),
+forward's shape (its width, the row's index in it and, in a batch, the batch's rows, padded width, real
+(packed) tokens and key span: the attention kernel blocks over the keys, so a longer span rounds otherwise),
 and `ar`'s one-token logits at that position and the few after it. A batch-1 generation is replayed with
 a probe (decoding is deterministic within a process, so the replay commits the same tokens); a batched
 run (`BatchedDecoder`) is not replayed: it compares each row with its reference as it commits and
@@ -28,6 +28,7 @@ class LogitsProbe:
     batch_rows: int = 1  # rows of that forward (a batched run's ragged cache)
     batch_width: int | None = None  # columns of that forward, padding included (None: `width`)
     batch_span: int | None = None  # cache slots its queries attended over (a batch: the longest row + columns)
+    batch_tokens: int | None = None  # real tokens of that forward, run packed (None: rows x columns)
     rows: dict[int, torch.Tensor] = field(default_factory=dict)  # output index -> [V] float32, every captured
 
     def observe(self, first: int, rows: torch.Tensor, width: int, window_rows: list[int]) -> None:

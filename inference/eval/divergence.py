@@ -213,8 +213,8 @@ def _plain_rows(
             return logits.float().cpu(), index
         # A batched prefill computes its fresh rows only: the other rows (any ids, as wide as the
         # prefill) give the forward its rows and width.
-        filler = torch.zeros(columns, dtype=torch.long, device=target.device)
-        out = target.prefill_ragged([prompt] + [filler] * (rows - 1), target.new_ragged_cache(rows, columns + 1))
+        fillers = [torch.zeros(n, dtype=torch.long, device=target.device) for n in _fillers(probe, prompt.numel())]
+        out = target.prefill_ragged([prompt, *fillers], target.new_ragged_cache(rows, columns + 1))
         return out.logits[0, -1:].float().cpu(), index
     width = probe.width or 1
     start = max(index - min(probe.row or 0, width - 1), 0)
@@ -231,9 +231,27 @@ def _plain_rows(
             target.prefill_ragged([ids[:start]] + [None] * (rows - 1), cache)
         if rows > 1:  # a longer row gives the queries the batch's key span (its slots are never seen)
             cache.lengths[1] = span - columns
-        batch = RaggedWindow.stack([_Plain(window)] + [None] * (rows - 1), 0, target.device, width=columns)
+        others = [_Plain(torch.zeros(n, dtype=torch.long, device=target.device)) for n in _fillers(probe, width)]
+        others += [None] * (rows - 1 - len(others))
+        batch = RaggedWindow.stack([_Plain(window), *others], 0, target.device, width=columns)
         logits = target.forward_ragged(batch, cache).logits[0, : window.numel()]
     return logits.float().cpu(), start
+
+
+def _fillers(probe: LogitsProbe, own: int) -> list[int]:
+    """The token counts of the other rows of a replayed batched forward, so that it runs as many real
+    tokens as the probe's (`batch_tokens`; a forward packs them): each at most the probe's columns, the
+    rows after them empty. Without a count, every other row as wide as the columns (a full batch)."""
+    rows, columns = probe.batch_rows, probe.batch_width or own
+    if probe.batch_tokens is None:
+        return [columns] * (rows - 1)
+    left, counts = max(probe.batch_tokens - own, 0), []
+    for r in range(rows - 1, 0, -1):
+        take = min(columns, max(left - (r - 1), 1)) if left else 0
+        if take:
+            counts.append(take)
+        left -= take
+    return counts
 
 
 def batched_ar_rows(

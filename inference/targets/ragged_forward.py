@@ -14,9 +14,15 @@ each row to what it accepted (`RaggedKVCache.crop` / `compact`). A forward may a
 the cache's rows (`rows`): a refill's prefill computes only the refilled rows, and a draining batch,
 whose live rows the decoder keeps first, only those (read as views of the storage, not copies).
 
+Where rows verify windows of different widths, the pad columns are not computed: the window's real
+tokens run packed through every per-token op (norms, linears, rotary, MLP, the lm_head) and are laid
+out padded only for attention (`Packing`), so a round's cost follows its real tokens, and a row that
+drafts more costs the others little. Pad queries are zeros there; their K/V slots hold zeros.
+
 The span is part of the forward's shape: the attention kernel blocks over the keys, so a row attending
 next to a longer row can round differently from the same row alone (masked slots add nothing, but the
-blocking moves). The lossless check replays a batched row with the batch's span (`LogitsProbe`).
+blocking moves), and so is the number of packed tokens (a linear's kernel may block over its rows).
+The lossless check replays a batched row with the batch's span and packed tokens (`LogitsProbe`).
 
 This is the idea of `graphed_forward.py` (K/V written by slot index, attention over the storage under a
 mask) with a start per row instead of one. Nothing is captured: it runs eagerly on any device.
@@ -28,7 +34,7 @@ from collections.abc import Sequence
 
 import torch
 
-from inference.targets.lean_forward import LeanForward
+from inference.targets.lean_forward import LeanForward, Packing
 from inference.targets.ragged_cache import RaggedKVCache
 from inference.targets.ragged_window import RaggedWindow
 from inference.targets.static_cache import DEFAULT_CAPACITY
@@ -82,18 +88,23 @@ def ragged_mask(
     return mask.masked_fill_(~allowed.unsqueeze(1), torch.finfo(dtype).min)
 
 
-@torch.inference_mode()
-def ragged_hidden(
+def packing(window: RaggedWindow) -> Packing | None:
+    """The window's real tokens as a `Packing`, or None where no column is padding (nothing to gain)."""
+    b, w = window.ids.shape
+    flat = window.valid.reshape(-1)
+    index = flat.nonzero().squeeze(1)
+    return None if index.numel() == b * w else Packing(index, b, w)
+
+
+def _layers(
     lean: LeanForward,
     cache: RaggedKVCache,
     window: RaggedWindow,
-    layer_ids: list[int] | None = None,
-    rows: torch.Tensor | int | None = None,
-) -> tuple[torch.Tensor, torch.Tensor | None]:
-    """The last hidden state [n, W, H] and the features of `layer_ids` [n, W, K*H] (or None) of `window`,
-    writing its K/V into `cache` and advancing its rows by W: every row of the cache (n = its batch), the
-    first `rows` rows (an int: read as views), or the rows `rows` [n] long (read as copies); the others
-    are neither computed nor changed."""
+    layer_ids: list[int] | None,
+    rows: torch.Tensor | int | None,
+) -> tuple[torch.Tensor, torch.Tensor | None, Packing | None]:
+    """The layer loop over `window` (see `ragged_hidden`): the last hidden state and the features, packed
+    [N, ...] over the real tokens when the window has padding (the `Packing` returned), else [n, W, ...]."""
     b, w = window.ids.shape
     n = cache.batch if rows is None else rows if isinstance(rows, int) else rows.numel()
     if b != n:
@@ -115,12 +126,42 @@ def ragged_hidden(
         cache.write(i, slots, keys, values, written)
         return cache.layer(i, span, rows)
 
-    x, features = lean.layers_forward(lean.embed_tokens(window.ids), positions, mask, attend_to, layer_ids)
+    pack = packing(window)
+    if pack is None:
+        x = lean.embed_tokens(window.ids)
+    else:
+        x = lean.embed_tokens(window.ids.reshape(-1).index_select(0, pack.index))
+        positions = positions.reshape(-1).index_select(0, pack.index)
+    x, features = lean.layers_forward(x, positions, mask, attend_to, layer_ids, pack)
     if isinstance(rows, torch.Tensor):
         cache.lengths.index_add_(0, rows, torch.full_like(rows, w))
     else:
         lengths.add_(w)
-    return x, features
+    return x, features, pack
+
+
+def _unpack(x: torch.Tensor, pack: Packing | None) -> torch.Tensor:
+    """[N, ...] packed rows back in their padded window [B, W, ...] (pad columns 0)."""
+    if pack is None:
+        return x
+    full = x.new_zeros(pack.batch * pack.width, *x.shape[1:]).index_copy_(0, pack.index, x)
+    return full.view(pack.batch, pack.width, *x.shape[1:])
+
+
+@torch.inference_mode()
+def ragged_hidden(
+    lean: LeanForward,
+    cache: RaggedKVCache,
+    window: RaggedWindow,
+    layer_ids: list[int] | None = None,
+    rows: torch.Tensor | int | None = None,
+) -> tuple[torch.Tensor, torch.Tensor | None]:
+    """The last hidden state [n, W, H] and the features of `layer_ids` [n, W, K*H] (or None) of `window`,
+    writing its K/V into `cache` and advancing its rows by W: every row of the cache (n = its batch), the
+    first `rows` rows (an int: read as views), or the rows `rows` [n] long (read as copies); the others
+    are neither computed nor changed. Pad columns come back 0."""
+    x, features, pack = _layers(lean, cache, window, layer_ids, rows)
+    return _unpack(x, pack), None if features is None else _unpack(features, pack)
 
 
 @torch.inference_mode()
@@ -133,9 +174,11 @@ def ragged_forward(
 ) -> tuple[torch.Tensor, torch.Tensor | None]:
     """Logits [B, W, V] and features [B, W, K*H] (or None) of a ragged verify round over every row of the
     cache, or over its first `rows` rows (B = `rows`; the others untouched); every computed row's length
-    grows by W (pad columns included): crop or compact each row afterwards."""
-    x, features = ragged_hidden(lean, cache, window, layer_ids, rows)
-    return lean.lm_head(lean.norm(x)), features
+    grows by W (pad columns included): crop or compact each row afterwards. Pad columns' logits and
+    features are 0: the lm_head, the largest linear, runs on the real tokens only."""
+    x, features, pack = _layers(lean, cache, window, layer_ids, rows)
+    logits = lean.lm_head(lean.norm(x))
+    return _unpack(logits, pack), None if features is None else _unpack(features, pack)
 
 
 @torch.inference_mode()

@@ -1,5 +1,5 @@
-"""`BatchBudget` (inference/decoding/batch_budget.py): the round's width across the batch and the batch's
-gate over whole rounds, on hand-made costs and acceptances."""
+"""`BatchBudget` (inference/decoding/batch_budget.py): the rows' draft sizes chosen together over the
+batch's real tokens, and the batch's gate over whole rounds, on hand-made costs and acceptances."""
 
 import pytest
 import torch
@@ -40,16 +40,16 @@ def _settle(curve: VerifyCurve, gains: dict[int, list[float]], draft_s: float = 
     budget = BatchBudget(_Decoder(curve), 2)
     states = {r: _state() for r in gains}
     drafts = {r: Candidates(_Draft(range(len(g))), g, None) for r, g in gains.items()}
-    settled, width = budget.settle(states, drafts, draft_s, batch_rows=2, context=context)
-    return {r: len(d) for r, d in settled.items()}, width
+    settled, tokens = budget.settle(states, drafts, draft_s, batch_rows=2, context=context)
+    return {r: len(d) for r, d in settled.items()}, tokens
 
 
 def test_a_flat_verify_keeps_every_draft_and_a_steep_one_none():
     gains = {0: [0.9, 0.8, 0.5], 1: [0.6]}
     flat = VerifyCurve([2, 8], [0.010, 0.010], 16)
-    assert _settle(flat, gains) == ({0: 3, 1: 1}, 4)  # the widest row sets W; a shorter row keeps all it has
+    assert _settle(flat, gains) == ({0: 3, 1: 1}, 6)  # 2 roots + 4 drafts
     steep = VerifyCurve([2, 8], [0.010, 0.100], 16)
-    assert _settle(steep, gains) == ({0: 0, 1: 0}, 1)  # every root alone
+    assert _settle(steep, gains) == ({0: 0, 1: 0}, 2)  # every root alone
 
 
 def test_a_batch_grown_long_verifies_narrower():
@@ -57,31 +57,42 @@ def test_a_batch_grown_long_verifies_narrower():
     prompts do not over a context four times longer, where a window of 4 costs what the far timing says."""
     gains = {0: [0.9, 0.8, 0.5], 1: [0.6]}
     curve = VerifyCurve([2, 8], [0.010, 0.010], 16, far_seconds=[0.010, 0.040], far_tokens=528)
-    assert _settle(curve, gains, context=16) == ({0: 3, 1: 1}, 4)
-    assert _settle(curve, gains, context=2000) == ({0: 0, 1: 0}, 1)
+    assert _settle(curve, gains, context=16) == ({0: 3, 1: 1}, 6)
+    assert _settle(curve, gains, context=2000) == ({0: 0, 1: 0}, 2)
 
 
 def test_timed_verify_forwards_correct_a_curve_that_was_too_cheap():
     """A curve measured flat (a short prompt, a quiet moment) while the run's forwards over 2 x 4 tokens
     take 10x longer: after one such round the batch keeps less; without calibration it does not learn."""
     gains = {0: [0.9, 0.8, 0.5], 1: [0.6]}
-    for calibrate, expected in ((True, 1), (False, 4)):
+    for calibrate, expected in ((True, 2), (False, 6)):
         budget = BatchBudget(_Decoder(VerifyCurve([2, 8], [0.010, 0.010], 16)), 2, calibrate=calibrate)
         budget.prepare(16)  # the curve is given: nothing is measured
-        budget.end_round(False, 2, 0.011, rows=2, batch_rows=2, width=1, verify_s=0.010)
-        budget.end_round(True, 4, 0.110, rows=2, batch_rows=2, width=4, verify_s=0.100)
+        budget.end_round(False, 2, 0.011, rows=2, batch_rows=2, tokens_verified=2, verify_s=0.010)
+        budget.end_round(True, 4, 0.110, rows=2, batch_rows=2, tokens_verified=8, verify_s=0.100)
         states = {r: _state() for r in gains}
         drafts = {r: Candidates(_Draft(range(len(g))), g, None) for r, g in gains.items()}
         assert budget.settle(states, drafts, 0.0, batch_rows=2)[1] == expected, calibrate
 
 
-def test_the_width_maximises_the_batch_tokens_per_second():
+def test_the_draft_sizes_maximise_the_batch_tokens_per_second():
+    """Every split of the drafts between the rows, scored by brute force: `settle` keeps the best one,
+    each row's drafts a prefix of its own."""
     gains = {0: [0.9, 0.8, 0.1], 1: [0.9, 0.2, 0.1]}
     curve = VerifyCurve([2, 4, 6, 8], [0.010, 0.011, 0.020, 0.030], 16)
-    rates = {w: (2 + sum(sum(g[: w - 1]) for g in gains.values())) / curve(2 * w) for w in (1, 2, 3, 4)}
+    rates = {(a, b): (2 + sum(gains[0][:a]) + sum(gains[1][:b])) / curve(2 + a + b) for a in range(4) for b in range(4)}
     best = max(rates, key=rates.get)
-    assert best == 2 and _settle(curve, gains) == ({0: 1, 1: 1}, 2)
-    assert _settle(curve, gains, draft_s=1.0)[1] == 4  # sunk drafting dwarfs the verify: keep everything
+    assert best == (1, 1) and _settle(curve, gains) == ({0: 1, 1: 1}, 4)
+    assert _settle(curve, gains, draft_s=1.0)[1] == 8  # sunk drafting dwarfs the verify: keep everything
+
+
+def test_a_row_that_drafts_well_keeps_its_draft_while_a_row_that_does_not_keeps_none():
+    """A forward runs the rows' real tokens packed, so one row's long draft no longer costs every row its
+    width: the confident row keeps four drafts, the unsure one none (padded to one width, those four would
+    cost 2 x 5 tokens, and the best single width kept three and two)."""
+    gains = {0: [0.95, 0.9, 0.85, 0.8], 1: [0.1, 0.05]}
+    curve = VerifyCurve([2, 4, 6, 8, 10], [0.010, 0.011, 0.012, 0.013, 0.030], 16)
+    assert _settle(curve, gains) == ({0: 4, 1: 0}, 6)
 
 
 def test_a_batch_whose_drafting_rounds_do_not_pay_decodes_plainly_for_a_while():

@@ -81,8 +81,9 @@ def test_timed_forwards_rescale_the_curve_per_size_at_their_context():
     assert costs.ratio == pytest.approx(1.25) and costs(32) == pytest.approx(0.030 * 1.25)
     assert costs(16, 528) == pytest.approx(0.045)  # ... while a size timed before keeps its own
     assert costs(4) == pytest.approx(0.020 * (1.25 + 1.0) / 2)  # a size's first ratio starts from the overall one
-    costs.observe(8, 0.100, rows=2)  # 2 rows x 4 tokens: not the same forward as 1 row x 8
-    assert costs(8, rows=2) > costs(8) and set(costs.to_dict()["ratios"]) == {"1x4", "1x16", "2x4"}
+    costs.observe(8, 0.100, rows=2)  # 8 tokens over 2 rows: not the same forward as 1 row x 8
+    keys = {"1 rows, 4 tokens", "1 rows, 16 tokens", "2 rows, 8 tokens"}
+    assert costs(8, rows=2) > costs(8) and set(costs.to_dict()["ratios"]) == keys
 
 
 def test_the_verify_curve_is_measured_on_the_target(qwen_target):

@@ -272,3 +272,24 @@ def test_the_plain_reference_of_a_batched_row_has_the_batch_s_key_span(arch):
     assert start == 7 and torch.equal(plain[0], captured.float())
     refill = LogitsProbe(0, width=7, row=6, batch_rows=1, batch_width=7, batch_span=7)
     assert torch.equal(divergence._plain_rows(target, sequence, 6, refill, prefill=True)[0][0], first.float())
+
+
+def test_the_plain_reference_of_a_packed_batch_runs_as_many_real_tokens():
+    """A ragged verify runs its real tokens packed, and a linear's kernel may round by its row count: the
+    proof's plain forward fills the other rows up to the batch's real tokens (here row 0's 1 token next
+    to a 3-token row: 4 tokens, not 1 or 6), and gives the captured logits bit for bit."""
+    target = install_engine(tiny_target("qwen3"), engine="lean", prepack=False)
+    g = torch.Generator().manual_seed(1)
+    prefix, other, tok, three = (torch.randint(0, 256, (n,), generator=g) for n in (7, 9, 1, 3))
+    cache = target.new_ragged_cache(2, 64)
+    target.prefill_ragged([prefix, None], cache)  # the prefix as the proof prefills it: alone
+    target.prefill_ragged([None, other], cache)
+    window = RaggedWindow.stack([divergence._Plain(tok), divergence._Plain(three)])
+    captured = target.forward_ragged(window, cache).logits[0, 0]
+    sequence = [*prefix.tolist(), *tok.tolist(), 0]
+    probe = LogitsProbe(8, width=1, row=0, batch_rows=2, batch_width=3, batch_span=other.numel() + 3, batch_tokens=4)
+    assert divergence._fillers(probe, 1) == [3]
+    wide = LogitsProbe(8, width=1, row=0, batch_rows=4, batch_width=3, batch_tokens=6)
+    assert divergence._fillers(wide, 1) == [3, 1, 1]  # every other row at least one token, none past the width
+    plain, start = divergence._plain_rows(target, sequence, 7, probe)
+    assert start == 7 and torch.equal(plain[0], captured.float())

@@ -15,7 +15,7 @@ from inference.decoding.tree.draft_tree import DraftTree, tree_attention_mask
 from inference.targets.adapter import TargetModel
 from inference.targets.engine import install_engine
 from inference.targets.ragged_cache import RaggedKVCache
-from inference.targets.ragged_forward import ragged_mask
+from inference.targets.ragged_forward import lean_of, ragged_mask
 from inference.targets.ragged_window import RaggedWindow
 from inference.targets.tiny import tiny_target
 
@@ -175,6 +175,34 @@ def test_pad_tokens_never_change_a_real_row():
         outs.append((first.logits, first.features[prompt_real], second.logits[real], second.features[real]))
     for a, b in zip(*outs, strict=True):
         assert torch.equal(a, b)
+
+
+def test_a_ragged_round_runs_only_its_real_tokens_through_the_linears():
+    """Rows of 5, 1 and 4 real tokens padded to 5: every linear and the lm_head see 10 rows, not 15, the
+    pad columns' logits are 0, and every real row still equals its batch-1 reference."""
+    target = _target("qwen3")
+    prompts = [_ids(4, 71), _ids(7, 72), _ids(2, 73)]
+    cache = _prefill(target, prompts)
+    lean = lean_of(target.lean)
+    seen: dict[str, list[int]] = {"qkv": [], "down": [], "lm_head": []}
+
+    def counting(name, module):
+        def run(x):
+            seen[name].append(x.reshape(-1, x.shape[-1]).shape[0])
+            return module(x)
+
+        return run
+
+    first, last = lean.layers[0], lean.layers[-1]
+    kept = first.qkv, last.down, lean.lm_head
+    first.qkv, last.down, lean.lm_head = (counting(n, m) for n, m in zip(seen, kept, strict=True))
+    windows = [_chain(5, 74), _chain(1, 75), _tree(76)]
+    batch = RaggedWindow.stack(windows)
+    out = target.forward_ragged(batch, cache, layer_ids=LAYERS)
+    first.qkv, last.down, lean.lm_head = kept  # the references below run the loop as it was
+    assert seen == {"qkv": [10], "down": [10], "lm_head": [10]}
+    assert not out.logits[~batch.valid].any() and not out.features[~batch.valid].any()
+    _check_round(target, out, windows, prompts)
 
 
 def test_a_widened_tree_visibility_is_caught():
