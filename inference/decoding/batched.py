@@ -45,7 +45,8 @@ along given outputs, in the rounds and shapes of batched `ar` on those prompts: 
 far batching alone moves a row's logits.
 
 Stats: `accept_lengths`, `draft_sizes`, `plain_rounds`, `own_argmax_violations`, the tree walk's step
-counters and token counts are filled as batch 1 fills them. Times are wall times of the shared loop:
+counters and token counts are filled as batch 1 fills them. Times are wall times of the shared loop
+(`round_s`: each round's, the same for every row in it):
 `draft_s` / `commit_s` are the row's own (plus an equal share of the shared backbone), `verify_s` the
 shared forwards it waited for, `prefill_s` the
 prefill forward that started it, `decode_s` from its first token to its end. `predicted` may differ from
@@ -337,6 +338,7 @@ class BatchedDecoder:
         span = context + batch.width  # the key slots the forward's queries attended over
         real = sum(w.ids.shape[1] for w in windows if w is not None)  # the forward's packed tokens
         committed = 0  # tokens every row committed this round
+        row_stats = [row.job.stats for row in live[:rows]]
         for r, row in enumerate(live[:rows]):
             job, state = row.job, row.state
             t2 = clock.now()
@@ -362,9 +364,12 @@ class BatchedDecoder:
                 job.stats.output_tokens = len(job.tokens)
                 cache.reset(r)
                 live[r] = None
+        seconds = clock.now() - start
+        for stats in row_stats:
+            stats.round_s.append(seconds)
         if budget is not None:
             verify_s = forward_s if clock.exact else None  # unsynchronised, it timed the launches only
-            budget.end_round(drafted, committed, clock.now() - start, rows, rows, real, verify_s, context)
+            budget.end_round(drafted, committed, seconds, rows, rows, real, verify_s, context, batch.width)
 
     @staticmethod
     def _watch(

@@ -250,6 +250,7 @@ class SpeculativeDecoder(Decoder):
             stats.draft_s += t1 - t0
             stats.verify_s += t2 - t1
             stats.commit_s += t3 - t2
+            stats.round_s.append(t3 - t0)
             reason = "stop" if stopped else reason
         stats.decode_s = clock.now() - first
         stats.output_tokens = len(tokens)

@@ -40,6 +40,7 @@ class GenerationStats:
     draft_parts_s: dict[str, float] = field(default_factory=dict)  # the draft split further (trees: backbone, build)
     draft_sizes: list[int] = field(default_factory=list)  # per round: drafts verified (tree nodes, chain tokens)
     predicted: list[float] = field(default_factory=list)  # per round: expected tokens (calibrated acceptance)
+    round_s: list[float] = field(default_factory=list)  # per round: wall seconds (a batch's whole round)
     plain_rounds: int = 0  # cost-aware rounds decoded without a draft because drafting did not pay (draft_gate.py)
     own_argmax_violations: int = 0  # greedy: committed tokens that are not the argmax of their own verify logits
     main_steps: int = 0  # tree walks: accepted first children that have children (module docstring)
