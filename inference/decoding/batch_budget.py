@@ -19,11 +19,8 @@ through every per-token op, so a round costs about what its real tokens cost, wh
 - **How many drafts each row keeps**: every drafting row's best-first drafts (every prefix is a valid
   draft) compete in one list, the most likely first (`merged_gains`), and the batch keeps the first t of
   them for the t that maximises its expected committed tokens per second, (live rows + the t drafts'
-  acceptances) / (the round's draft seconds + verify(B rows, B + t tokens, L)). Attention alone still
-  runs every row as wide as the widest, so the verify's growth in context is that of B x widest tokens
-  (`VerifyCurve`'s `padded`): over a long context, one row's long draft costs every row its width. A
-  row whose drafts are likely keeps many while a row whose drafts are not keeps none; t = 0 verifies
-  every root alone.
+  acceptances) / (the round's draft seconds + verify(B rows, B + t tokens, L)). A row whose drafts are
+  likely keeps many while a row whose drafts are not keeps none; t = 0 verifies every root alone.
 
 verify(T, L) is a `VerifyCurve` over the batch's real tokens T and the longest row's cached tokens L
 (every row's queries attend over that many key slots), measured with ragged forwards of B rows x equal
@@ -181,14 +178,12 @@ class BatchBudget:
         state.stats.predicted.append(1.0)
         return PLAIN
 
-    def cost(self, rows: int, tokens: int, context: int | None = None, widest: int = 1) -> float:
+    def cost(self, rows: int, tokens: int, context: int | None = None) -> float:
         """Seconds of a batch verify of `tokens` real tokens over `rows` rows whose longest row has `context`
-        cached tokens (None: the curve's prompt) and whose widest window is `widest` (attention runs rows x
-        widest queries), never 0."""
-        padded = rows * widest
+        cached tokens (None: the curve's prompt), never 0."""
         if self.timed is not None:
-            return max(self.timed(tokens, context, rows, padded), 1e-9)
-        return max(self.curve(tokens, context, padded), 1e-9)
+            return max(self.timed(tokens, context, rows), 1e-9)
+        return max(self.curve(tokens, context), 1e-9)
 
     def settle(
         self,
@@ -205,17 +200,12 @@ class BatchBudget:
         built = {r: d for r, d in drafts.items() if isinstance(d, Candidates)}
         order = merged_gains({r: b.gains for r, b in built.items()})
         kept = dict.fromkeys(built, 0)
-        best_t, best_rate, expected, widest = 0, -1.0, float(len(drafts)), 1
+        best_t, best_rate, expected = 0, -1.0, float(len(drafts))
         for t in range(len(order) + 1):
             if t:
-                r, gain = order[t - 1]
-                expected += gain
-                kept[r] += 1
-                widest = max(widest, kept[r] + 1)
-            cost = self.cost(batch_rows, batch_rows + t, context, widest)
-            if (rate := expected / (draft_s + cost)) > best_rate:
+                expected += order[t - 1][1]
+            if (rate := expected / (draft_s + self.cost(batch_rows, batch_rows + t, context))) > best_rate:
                 best_t, best_rate = t, rate
-        kept = dict.fromkeys(built, 0)
         for r, _ in order[:best_t]:
             kept[r] += 1
         settled = dict(drafts)
@@ -233,17 +223,15 @@ class BatchBudget:
         tokens_verified: int | None = None,
         verify_s: float | None = None,
         context: int | None = None,
-        widest: int = 1,
     ) -> None:
         """Feed the gate one round: `tokens` committed by its `rows` live rows in `seconds` of wall time
         (drafts, the forward, every judge and commit), `drafted` when any row drafted; the gate sees the
         round's rate over the plain rate of `rows` rows in a forward of `batch_rows` (module doc), so a
         plain round of any size scores about 1; a retry's catch-up projection is left out. The round's
         verify forward (`tokens_verified` real tokens over `batch_rows` rows, None: one a row, in
-        `verify_s`, its longest row after `context` cached tokens, its widest window `widest`) corrects the
-        cost curve first."""
+        `verify_s`, its longest row after `context` cached tokens) corrects the cost curve first."""
         if self.timed is not None and verify_s is not None:
-            self.timed.observe(tokens_verified or batch_rows, verify_s, context, batch_rows, batch_rows * widest)
+            self.timed.observe(tokens_verified or batch_rows, verify_s, context, batch_rows)
         plain_round = self.cost(batch_rows, batch_rows, context)  # seconds of a plain round's forward, these rows
         self.gate().record(drafted, tokens * plain_round / rows, seconds - self.catch_up_s, plain_estimate=1.0)
 

@@ -13,7 +13,7 @@
   depends on the precision (bf16 with bf16 instructions: nearly flat to 8; fp32: grows from 2 tokens).
 - `ObservedCosts`: a curve corrected by the forwards a run actually timed (a curve measured once, with
   random prompts and in one moment, is off for the whole run): per forward size, the running ratio of
-  timed to predicted seconds; per kind (plain or wider, per row count) for the sizes not timed yet.
+  timed to predicted seconds, and one ratio over every size for the sizes not timed yet.
 - `RunningMean`: the drafter's costs (a round's fixed draft cost, one expansion step of DominoTree),
   averaged over the rounds a decoder has drafted so far; the warm-up generation seeds them.
 
@@ -68,22 +68,9 @@ class VerifyCurve:
             self.far_seconds = non_decreasing(self.far_seconds)
         self._memo: dict[int, tuple[float, float]] = {}  # n -> (seconds at the prompt, slope per cached token)
 
-    def __call__(self, n: int, context: int | None = None, padded: int | None = None) -> float:
+    def __call__(self, n: int, context: int | None = None) -> float:
         """Linear interpolation between measured windows (extrapolation past the ends), then in the cached
-        context (`context` tokens; None: the prompt's) between the two measured ones, never falling with it.
-
-        `padded`: the queries the forward's attention runs when more than its n real tokens (a ragged
-        batch packs its tokens for every per-token op, but attends rows x its widest window): the cost's
-        growth in context, which is attention's, is then that of `padded` tokens."""
-        near, slope = self._at(n)
-        if context is None:
-            return near
-        if padded is not None and padded > n:
-            slope = max(slope, self._at(padded)[1])
-        return max(near + slope * (context - self.prompt_tokens), 0.0)
-
-    def _at(self, n: int) -> tuple[float, float]:
-        """(seconds at the prompt, slope per cached token) of n tokens."""
+        context (`context` tokens; None: the prompt's) between the two measured ones, never falling with it."""
         if (memo := self._memo.get(n)) is None:
             near = _interpolate(self.windows, self.seconds, n)
             slope = 0.0
@@ -91,7 +78,10 @@ class VerifyCurve:
                 far = _interpolate(self.windows, self.far_seconds, n)
                 slope = max(far - near, 0.0) / (self.far_tokens - self.prompt_tokens)
             memo = self._memo[n] = (near, slope)
-        return memo
+        near, slope = memo
+        if context is None:
+            return near
+        return max(near + slope * (context - self.prompt_tokens), 0.0)
 
     def to_dict(self) -> dict:
         return asdict(self)
@@ -159,44 +149,32 @@ def measure_verify_curve(
 
 class ObservedCosts:
     """Seconds of a verify over n tokens of `rows` rows after `context` cached tokens: the curve there,
-    times the running ratio of timed to predicted seconds at that size. A size not timed yet takes the
-    ratio of its kind (plain forwards, one token a row, or wider ones, per row count), and a kind not
-    timed yet the ratio over every size (newest weighted `weight`); a size's own ratio starts from its
-    kind's. A batch's packed forwards come in many sizes, each timed a few times: the kind's ratio, not
-    one over plain and drafting forwards alike, is what an untimed size shares.
+    times the running ratio of timed to predicted seconds at that size (each size's ratio starts from
+    the ratio over every size, which also serves the sizes not timed yet; newest weighted `weight`).
 
-    A rule that chose a size the curve made too cheap pays for it once or twice, then sees it dearer;
+    A rule that chose a width the curve made too cheap pays for it once or twice, then sees it dearer;
     the curve's shape in width and context carries the correction to sizes and contexts not timed."""
 
     def __init__(self, curve: VerifyCurve, weight: float = 0.25) -> None:
         self.curve, self.weight = curve, weight
         self.ratios: dict[tuple[int, int], float] = {}  # (rows, tokens) -> running timed / curve seconds
-        self.kinds: dict[tuple[int, bool], float] = {}  # (rows, wider than a token a row) -> the same
         self.ratio = 1.0  # running timed / curve seconds over every size
         self.observations = 0
 
-    def observe(
-        self, n: int, seconds: float, context: int | None = None, rows: int = 1, padded: int | None = None
-    ) -> None:
-        ratio = seconds / max(self.curve(n, context, padded), 1e-9)
+    def observe(self, n: int, seconds: float, context: int | None = None, rows: int = 1) -> None:
+        ratio = seconds / max(self.curve(n, context), 1e-9)
         w = self.weight if self.observations else 1.0
         self.ratio = (1 - w) * self.ratio + w * ratio
-        kind = (rows, n > rows)
-        self.kinds[kind] = (1 - self.weight) * self.kinds.get(kind, self.ratio) + self.weight * ratio
         key = (rows, n)
-        self.ratios[key] = (1 - self.weight) * self.ratios.get(key, self.kinds[kind]) + self.weight * ratio
+        self.ratios[key] = (1 - self.weight) * self.ratios.get(key, self.ratio) + self.weight * ratio
         self.observations += 1
 
-    def __call__(self, n: int, context: int | None = None, rows: int = 1, padded: int | None = None) -> float:
-        ratio = self.ratios.get((rows, n))
-        if ratio is None:
-            ratio = self.kinds.get((rows, n > rows), self.ratio)
-        return self.curve(n, context, padded) * ratio
+    def __call__(self, n: int, context: int | None = None, rows: int = 1) -> float:
+        return self.curve(n, context) * self.ratios.get((rows, n), self.ratio)
 
     def to_dict(self) -> dict:
         ratios = {f"{rows} rows, {n} tokens": r for (rows, n), r in sorted(self.ratios.items())}
-        kinds = {f"{rows} rows, {'wider' if wide else 'plain'}": r for (rows, wide), r in sorted(self.kinds.items())}
-        return {"ratios": ratios, "kinds": kinds, "ratio": self.ratio, "observations": self.observations}
+        return {"ratios": ratios, "ratio": self.ratio, "observations": self.observations}
 
 
 @dataclass

@@ -80,35 +80,10 @@ def test_timed_forwards_rescale_the_curve_per_size_at_their_context():
     costs.observe(4, 0.020)  # timed at the curve's cost: the ratio over every size falls ...
     assert costs.ratio == pytest.approx(1.25) and costs(32) == pytest.approx(0.030 * 1.25)
     assert costs(16, 528) == pytest.approx(0.045)  # ... while a size timed before keeps its own
-    assert costs(4) == pytest.approx(0.020 * (1.25 + 1.0) / 2)  # a size's first ratio starts from its kind's
+    assert costs(4) == pytest.approx(0.020 * (1.25 + 1.0) / 2)  # a size's first ratio starts from the overall one
     costs.observe(8, 0.100, rows=2)  # 8 tokens over 2 rows: not the same forward as 1 row x 8
     keys = {"1 rows, 4 tokens", "1 rows, 16 tokens", "2 rows, 8 tokens"}
     assert costs(8, rows=2) > costs(8) and set(costs.to_dict()["ratios"]) == keys
-
-
-def test_an_untimed_size_takes_the_ratio_of_its_kind_not_of_every_forward():
-    """A batch's wider forwards time 1.5x the curve, then its plain ones time at it: a wider size never
-    timed still costs 1.5x (the ratio over every forward has fallen to about 1.1), a plain one about 1x."""
-    curve = VerifyCurve([4, 8, 16], [0.020, 0.024, 0.030], 16)
-    costs = ObservedCosts(curve)
-    costs.observe(9, 1.5 * curve(9), rows=4)
-    costs.observe(10, 1.5 * curve(10), rows=4)
-    for _ in range(8):
-        costs.observe(4, 0.020, rows=4)
-    assert costs(12, rows=4) == pytest.approx(1.5 * curve(12))
-    assert costs.ratio < 1.1 and costs(4, rows=4) < 1.1 * 0.020
-    assert costs.to_dict()["kinds"].keys() == {"4 rows, plain", "4 rows, wider"}
-
-
-def test_attention_over_a_padded_batch_grows_with_the_context_as_its_padded_size():
-    """A packed forward of 6 real tokens whose rows attend 4 x 4 padded queries: at the prompt it costs its
-    6 tokens, and it grows with the context as 16 tokens do."""
-    curve = VerifyCurve([4, 8, 16], [0.020, 0.022, 0.030], 16, far_seconds=[0.030, 0.040, 0.070], far_tokens=528)
-    assert curve(6, 16, padded=16) == pytest.approx(curve(6, 16))
-    slope_16 = (0.070 - 0.030) / 512
-    assert curve(6, 528, padded=16) == pytest.approx(curve(6, 16) + slope_16 * 512)
-    assert curve(6, 528, padded=16) > curve(6, 528)
-    assert curve(6, 528, padded=4) == pytest.approx(curve(6, 528))  # no padding past its own tokens
 
 
 def test_the_verify_curve_is_measured_on_the_target(qwen_target):
