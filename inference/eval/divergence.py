@@ -231,7 +231,8 @@ def _plain_rows(
             target.prefill_ragged([ids[:start]] + [None] * (rows - 1), cache)
         if rows > 1:  # a longer row gives the queries the batch's key span (its slots are never seen)
             cache.lengths[1] = span - columns
-        others = [_Plain(torch.zeros(n, dtype=torch.long, device=target.device)) for n in _fillers(probe, width)]
+        filler_rows = _fillers(probe, window.numel())  # the window, clamped at the sequence's end, may be short
+        others = [_Plain(torch.zeros(n, dtype=torch.long, device=target.device)) for n in filler_rows]
         others += [None] * (rows - 1 - len(others))
         batch = RaggedWindow.stack([_Plain(window), *others], 0, target.device, width=columns)
         logits = target.forward_ragged(batch, cache).logits[0, : window.numel()]
