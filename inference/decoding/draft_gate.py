@@ -16,6 +16,14 @@ after doubled pause (DDTree at concurrency 4 once ran 0.95x batched `ar`, where 
 1.14x). The retry's first draft also projects the context every plain round committed meanwhile
 (`DraftKVCache.pending`): a one-time debt, not a cost of drafting from now on, which callers time apart
 and leave out of the seconds they record (`reopening`).
+
+A losing retry also bounds what retrying costs: the seconds its rounds took beyond what plain rounds
+would have taken for their tokens are at most `probe_share` of the plain decoding before the next retry,
+so the pause lasts at least that long whatever its round count. Where drafting loses by much (a batch of
+many rows on a few CPU cores) a retry is dear and comes back rarely; a retry that barely lost costs little
+and comes back after the round pause as before. Replayed on the rounds of 40 validation prompts decoded at
+batch 1 with the gate off, drafting's seconds scaled by 1 to 3 (`benchmarks/gate_replay.py`), the gate
+kept 95.5-103.7 % of the better of always drafting and plain decoding, the round pause alone 93.2-103.6 %.
 """
 
 from __future__ import annotations
@@ -26,10 +34,13 @@ FIRST_PAUSE = 4
 LONGEST_PAUSE = 64
 WEIGHT = 0.25  # of the newest round in each running rate
 PROBE_ROUNDS = 2  # drafting rounds measured together after a pause, before drafting is judged again
+PROBE_SHARE = 0.05  # a losing retry's lost seconds, as a share of the plain decoding before the next retry
 
 
 @dataclass
 class DraftGate:
+    enabled: bool = True  # False: every round drafts (`draft_gate=false`, e.g. to record what drafting alone does)
+    probe_share: float | None = PROBE_SHARE  # None: a pause is its round count alone
     plain_rate: float | None = None  # tokens / s of plain rounds (None until one ran)
     draft_rate: float | None = None  # tokens / s of drafting rounds
     pause: int = 0  # plain rounds left before drafting is tried again
@@ -38,11 +49,14 @@ class DraftGate:
     probe_left: int = PROBE_ROUNDS  # drafting rounds of the current probe still to measure
     probe_tokens: float = 0.0
     probe_seconds: float = 0.0
+    owed: float = 0.0  # seconds of plain rounds still to run before a retry (PROBE_SHARE)
 
     def drafting(self) -> bool:
         """Whether this round drafts."""
-        if self.pause > 0:
-            self.pause -= 1
+        if not self.enabled:
+            return True
+        if self.pause > 0 or self.owed > 0:
+            self.pause = max(self.pause - 1, 0)
             self.plain_rounds += 1
             return False
         return True
@@ -58,13 +72,16 @@ class DraftGate:
         rate = tokens / max(seconds, 1e-9)
         if not drafted:
             self.plain_rate = rate if self.plain_rate is None else (1 - WEIGHT) * self.plain_rate + WEIGHT * rate
+            self.owed = max(self.owed - seconds, 0.0)
             return
+        probe = None  # (tokens, seconds) of a retry judged now
         if self.probe_left > 0:
             self.probe_tokens += tokens
             self.probe_seconds += seconds
             self.probe_left -= 1
             if self.probe_left > 0:
                 return
+            probe = self.probe_tokens, self.probe_seconds
             self.draft_rate = self.probe_tokens / max(self.probe_seconds, 1e-9)
             self.probe_tokens = self.probe_seconds = 0.0
         else:
@@ -73,5 +90,8 @@ class DraftGate:
         if self.draft_rate < plain:
             self.pause, self.next_pause = self.next_pause, min(2 * self.next_pause, LONGEST_PAUSE)
             self.probe_left = PROBE_ROUNDS
+            if probe is not None and self.probe_share:
+                lost = probe[1] - probe[0] / max(plain, 1e-9)  # seconds beyond plain rounds' for its tokens
+                self.owed = max(lost, 0.0) / self.probe_share
         else:
             self.next_pause = FIRST_PAUSE

@@ -25,12 +25,15 @@ class DecodeOptions:
     sync_stages: bool = True  # on CUDA, synchronise at stage boundaries so the draft / verify split is real
     cuda_graph: str = "auto"  # auto | on | off: replay the chain rollout and tree expansions as CUDA graphs
     chain_window: int | str | None = None  # chains: drafts verified per round; None = the block, "auto" = cost-aware
+    draft_gate: bool = True  # cost-aware decoders: plain rounds while drafting does not pay (False: always draft)
 
     def __post_init__(self) -> None:
         if not isinstance(self.sampling, SamplingParams):
             raise TypeError(f"sampling must be a SamplingParams, got {type(self.sampling).__name__}")
         if self.cuda_graph not in CUDA_GRAPH_MODES:
             raise ValueError(f"cuda_graph must be one of {CUDA_GRAPH_MODES}, got {self.cuda_graph!r}")
+        if not isinstance(self.draft_gate, bool):
+            raise ValueError(f"draft_gate must be true or false, got {self.draft_gate!r}")
         if self.max_context is not None and self.max_context < 1:
             raise ValueError(f"max_context must be >= 1 position (or None for the target's), got {self.max_context}")
         if self.stop_token_ids is not None:

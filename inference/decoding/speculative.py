@@ -109,7 +109,8 @@ class SpeculativeDecoder(Decoder):
         self.acceptance = AcceptanceModel()  # path score -> acceptance, from the rounds verified so far
         self.verify_curve: VerifyCurve | None = None  # `measure_costs`, before a cost-aware decoder's first round
         self.verify_timed: ObservedCosts | None = None  # that curve corrected by the verify forwards timed since
-        self.gate = DraftGate()  # cost-aware decoders: plain rounds while drafting does not pay (draft_gate.py)
+        # cost-aware decoders: plain rounds while drafting does not pay (draft_gate.py)
+        self.gate = DraftGate(self.options.draft_gate)
         self.batch_curves: dict[int, VerifyCurve] = {}  # concurrency -> batch verify curve (`batch_budget.py`)
         self.batch_costs: dict[int, ObservedCosts] = {}  # concurrency -> that curve corrected by timed rounds
         self.batch_gates: dict[int, DraftGate] = {}  # concurrency -> the batch's gate over rounds

@@ -59,7 +59,12 @@ def method_options(cfg: DictConfig, methods: list[str]) -> MethodOptions:
     """The options every method of the run decodes with, each checked against its method."""
     sampling = SamplingParams(cfg.temperature, cfg.top_k, cfg.top_p)
     base = DecodeOptions(
-        sampling, cfg.verify, max_context=cfg.max_context, sync_stages=cfg.stage_timings, cuda_graph=cfg.cuda_graph
+        sampling,
+        cfg.verify,
+        max_context=cfg.max_context,
+        sync_stages=cfg.stage_timings,
+        cuda_graph=cfg.cuda_graph,
+        draft_gate=cfg.draft_gate,
     )
     chain = replace(base, chain_window=cfg.chain.window)
     by_family = {"ar": base, "chain": chain, "tree": replace(base, verify=cfg.tree.verify)}
@@ -72,7 +77,8 @@ def method_options(cfg: DictConfig, methods: list[str]) -> MethodOptions:
 
 def measured_settings(cfg: DictConfig) -> dict[str, Any]:
     """What the records of a run depend on: a resumed run must match it (threads, progress and warm-up not)."""
-    keys = ("target", "drafter_path", "baseline_drafter_path", "methods", "verify", "cuda_graph", "chain", "tree")
+    keys = ("target", "drafter_path", "baseline_drafter_path", "methods", "verify", "cuda_graph", "draft_gate")
+    keys += ("chain", "tree")
     keys += ("bench", "concurrency", "interleave")
     keys += ("bench_data", "max_turns", "max_new_tokens", "temperature", "top_k", "top_p", "seed", "max_context")
     got = {k: OmegaConf.to_container(cfg[k], resolve=True) if OmegaConf.is_config(cfg[k]) else cfg[k] for k in keys}

@@ -119,6 +119,7 @@ def test_a_public_config_without_a_mask_id_takes_the_targets(drafter_path, tmp_p
         (["tree.verify=rejection", "methods=[ar,ddtree]"], "match, residual"),
         (["tree.budget=0", "methods=[ar]"], "tree budget must be auto or >= 1"),
         (["cuda_graph=always", "methods=[ar]"], "cuda_graph must be one of"),
+        (["draft_gate=sometimes", "methods=[ar]"], "draft_gate must be true or false"),
         (["max_new_tokens=-1", "methods=[ar]"], "max_new_tokens must be an integer >= 1, got -1"),
         (["max_turns=0", "methods=[ar]"], "max_turns must be an integer >= 1 or null"),
         (["warmup_tokens=-2", "methods=[ar]"], "warmup_tokens must be an integer >= 0"),

@@ -72,6 +72,8 @@ def test_options_are_checked_when_built_before_any_model():
         DecodeOptions(cuda_graph="sometimes")
     with pytest.raises(ValueError, match="max_context must be >= 1"):
         DecodeOptions(max_context=0)
+    with pytest.raises(ValueError, match="draft_gate must be true or false"):
+        DecodeOptions(draft_gate="off")
     with pytest.raises(TypeError, match="SamplingParams"):
         DecodeOptions(sampling=0.7)
     for bad, message in [({"budget": 0}, "budget"), ({"top_m": -1}, "top_m"), ({"node_topk": 0}, "node_topk")]:

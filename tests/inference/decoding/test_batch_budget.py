@@ -7,6 +7,7 @@ import torch
 from inference.decoding.batch_budget import PLAIN, BatchBudget
 from inference.decoding.cost_model import VerifyCurve
 from inference.decoding.draft_gate import FIRST_PAUSE, PROBE_ROUNDS
+from inference.decoding.options import DecodeOptions
 from inference.decoding.speculative import Candidates, DecodeState
 from inference.decoding.stats import GenerationStats
 
@@ -20,6 +21,7 @@ class _Decoder:
     """What `BatchBudget` reads of a cost-aware decoder."""
 
     layer_ids, drafter = [0], None
+    options = DecodeOptions()
 
     def candidates(self, state):
         return "drafted"
@@ -98,6 +100,7 @@ def test_a_row_that_drafts_well_keeps_its_draft_while_a_row_that_does_not_keeps_
 def test_a_batch_whose_drafting_rounds_do_not_pay_decodes_plainly_for_a_while():
     curve = VerifyCurve([2, 8], [0.010, 0.012], 16)
     budget = BatchBudget(_Decoder(curve), 2)
+    budget.gate().probe_share = None  # the round pause alone (test_draft_gate bounds it by the lost seconds)
     budget.start_round()
     assert not budget.drafting  # the first round measures plain decoding
     budget.end_round(False, 2, 0.010, rows=2, batch_rows=2)  # 2 tokens in 10 ms

@@ -1,8 +1,12 @@
 """`DraftGate`: drafting pauses while its rounds commit tokens slower than plain rounds, is tried again
 after a doubling pause, and a cost-aware decoder whose drafts never pay decodes (losslessly) plainly."""
 
+from dataclasses import replace
+
+import pytest
+
 from inference.decoding import DecodeOptions, TreeOptions, build_decoder
-from inference.decoding.draft_gate import FIRST_PAUSE, PROBE_ROUNDS, DraftGate
+from inference.decoding.draft_gate import FIRST_PAUSE, PROBE_ROUNDS, PROBE_SHARE, DraftGate
 
 
 def losing_probe(gate: DraftGate) -> None:
@@ -13,7 +17,7 @@ def losing_probe(gate: DraftGate) -> None:
 
 
 def test_a_losing_probe_pauses_drafting_and_the_pause_doubles():
-    gate = DraftGate()
+    gate = DraftGate(probe_share=None)
     assert gate.reopening()
     gate.drafting()
     gate.record(True, 1, 2.0, plain_estimate=1.0)
@@ -29,7 +33,7 @@ def test_a_losing_probe_pauses_drafting_and_the_pause_doubles():
 
 
 def test_a_winning_retry_reopens_at_once_however_bad_the_rate_before_the_pause():
-    gate = DraftGate(plain_rate=1.0)
+    gate = DraftGate(plain_rate=1.0, probe_share=None)
     for _ in range(3):  # three losing probes: the pause reaches 4 * FIRST_PAUSE
         losing_probe(gate)
         while gate.pause:
@@ -41,6 +45,30 @@ def test_a_winning_retry_reopens_at_once_however_bad_the_rate_before_the_pause()
     assert gate.draft_rate == 1.2 and gate.pause == 0 and gate.next_pause == FIRST_PAUSE
     gate.record(True, 0.8, 1.0, plain_estimate=1.0)  # while open, one slow round only moves the mean
     assert gate.pause == 0 and gate.draft_rate == 0.75 * 1.2 + 0.25 * 0.8
+
+
+def test_a_losing_retry_pauses_until_plain_rounds_ran_its_lost_seconds_over_the_probe_share():
+    """A probe of 2 rounds x (1 token in 2 s) against 1 token / s plain lost 2 s; the pause lasts until plain
+    rounds ran 2 / PROBE_SHARE s, however many rounds that takes, so retries cost at most that share."""
+    gate = DraftGate(plain_rate=1.0)
+    losing_probe(gate)
+    owed = 2.0 / PROBE_SHARE
+    assert gate.owed == pytest.approx(owed) and gate.pause == FIRST_PAUSE
+    ran = 0.0
+    while not gate.drafting():
+        gate.record(False, 1, 1.0, plain_estimate=1.0)
+        ran += 1.0
+    assert ran == pytest.approx(owed) and ran > FIRST_PAUSE
+    gate.record(True, 1.9, 2.0, plain_estimate=1.0)  # a retry that barely loses: its pause is the round count
+    gate.drafting()
+    gate.record(True, 1.9, 2.0, plain_estimate=1.0)
+    assert gate.owed == pytest.approx(0.2 / PROBE_SHARE) and gate.pause == 2 * FIRST_PAUSE
+
+
+def test_a_gate_turned_off_drafts_every_round_however_drafting_fares():
+    gate = DraftGate(enabled=False, plain_rate=1.0)
+    losing_probe(gate)
+    assert all(gate.drafting() for _ in range(3 * FIRST_PAUSE))
 
 
 def test_plain_rounds_update_the_plain_rate_only():
@@ -58,3 +86,7 @@ def test_a_cost_aware_tree_whose_drafts_never_pay_decodes_plainly_and_stays_loss
     out = decoder.generate(prompt, 60)
     assert out.tokens == expected
     assert out.stats.plain_rounds > out.stats.rounds // 2
+    ungated = replace(options, draft_gate=False)
+    decoder = build_decoder("dominotree", qwen_target, drafter, ungated, TreeOptions(budget="auto", max_budget=8))
+    out = decoder.generate(prompt, 60)
+    assert out.tokens == expected and out.stats.plain_rounds == 0
