@@ -49,9 +49,10 @@ counters and token counts are filled as batch 1 fills them. Times are wall times
 (`round_s`: each round's, the same for every row in it):
 `draft_s` / `commit_s` are the row's own (plus an equal share of the shared backbone), `verify_s` the
 shared forwards it waited for, `prefill_s` the
-prefill forward that started it, `decode_s` from its first token to its end. `predicted` may differ from
-batch 1's (the decoder's acceptance model learns from the rows in batch order); it chooses nothing at a
-fixed window/budget, and the draft sizes of a cost-aware batch.
+prefill forward that started it, `decode_s` from its first token to its end. `BatchedDecoder.prefill_s`:
+the last run's seconds in prefills, which the rounds waited for (the run's decode seconds are the rest).
+`predicted` may differ from batch 1's (the decoder's acceptance model learns from the rows in batch
+order); it chooses nothing at a fixed window/budget, and the draft sizes of a cost-aware batch.
 """
 
 from __future__ import annotations
@@ -133,6 +134,7 @@ class BatchedDecoder:
             raise ValueError(f"concurrency must be >= 1 sequence, got {concurrency}")
         self.decoder, self.concurrency = decoder, concurrency
         self.rule = row_rule(decoder, concurrency, calibrate)
+        self.prefill_s = 0.0  # the last run's seconds in prefills (their forwards and each refill's start)
         self.target = decoder.target
         if self.target.lean is None:
             raise ValueError(f"batched decoding needs the lean engine; target {self.target.name} runs on engine=hf")
@@ -201,6 +203,7 @@ class BatchedDecoder:
         if not jobs:
             return []
         self.prepare([job.ids for job in jobs])
+        self.prefill_s = 0.0
         rows = min(self.concurrency, len(jobs))
         longest = max(job.ids.numel() + job.budget for job in jobs)
         widest = max(self.rule.max_window(), max(job.ids.numel() for job in jobs))
@@ -238,6 +241,7 @@ class BatchedDecoder:
                 for r in group:
                     logits = out.logits[r, 0]
                     live[r] = self._start(cache, r, starts[r], logits, out.features, t0, (len(group), width, real))
+                self.prefill_s += clock.now() - t0
 
     def _start(
         self,

@@ -152,7 +152,7 @@ def _decode_unit(
     start = time.perf_counter()
     expected = [(references or {}).get(p.id) for p in fits]
     gens = batched.generate([turn_ids[(p.id, turn)] for p in fits], max_new_tokens, generators, expected)
-    batch = {"id": unit_id, "wall_s": time.perf_counter() - start}
+    batch = {"id": unit_id, "wall_s": time.perf_counter() - start, "prefill_s": batched.prefill_s}
     for p, gen in zip(fits, gens, strict=True):
         text = target.tokenizer.decode(gen.tokens, skip_special_tokens=True)
         records.append(

@@ -66,6 +66,7 @@ def method_summary(records: list[Record], reference: list[Record] | None, floor:
     summary: dict[str, Any] = {
         "tau": sum(lengths) / rounds if rounds else None,
         "speedup": None,
+        "decode_speedup": None,
         **serving_metrics(done),
         "tokens_per_s": output_tokens / stages["decode"] if stages["decode"] > 0 else None,
         "time_per_output_token_s": stages["decode"] / output_tokens if output_tokens else None,
@@ -131,6 +132,8 @@ def summarize(records: list[Record], check_lossless: bool) -> dict[str, dict[str
             else:
                 num, den = base.get("time_per_output_token_s"), summary["time_per_output_token_s"]
             summary["speedup"] = num / den if num and den else None
+            num, den = summary["decode_tok_s"], base.get("decode_tok_s")
+            summary["decode_speedup"] = num / den if num and den else None
     return results
 
 

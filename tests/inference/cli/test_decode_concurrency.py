@@ -44,6 +44,7 @@ def test_every_arm_at_every_concurrency_emits_its_batch_1_tokens(drafter_path, t
         assert list(arms) == [f"{m}{level}" for level in ("", "@2", "@4") for m in ("ar", "domino", "dominotree")]
         for arm, s in arms.items():
             assert s["throughput_tok_s"] > 0 and s["latency_s_p50"] > 0 and s["speedup"] > 0
+            assert s["decode_tok_s"] > 0 and s["decode_speedup"] > 0
             assert s["lossless"] is (None if arm == "ar" else True), (dataset, arm)
             assert s["divergences"] is None or s["divergences"]["exact"] == s["num_generations"]
         assert arms["ar@4"]["speedup"] == 1.0 and 0 < arms["dominotree@2"]["mean_draft_size"] <= 4

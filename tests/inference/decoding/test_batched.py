@@ -155,6 +155,37 @@ def test_refills_prefilled_in_groups_decode_what_batch_1_decodes(
     assert prefills[:3] == [1, 1, 1]  # the first refill: prompts of 9, 10 and 12 tokens, one forward each
 
 
+def test_a_run_counts_its_prefill_seconds_apart_from_its_rounds(qwen_target, trained_drafter, monkeypatch):
+    """Each prefill forward (here 1 s on a clock nothing else moves) is counted in `prefill_s`, reset per run:
+    the run's decode seconds are the rest of its wall time (`inference.eval.concurrency`)."""
+    target, drafter, prompts, stops = _setup(qwen_target, trained_drafter)
+    decoder = _decoder(target, drafter, "ar", None, stops)
+    clock = decoder.clock = _StillClock()
+    prefill = TargetModel.prefill_ragged
+
+    def slow(self, prompts, cache, layer_ids=None):
+        clock.t += 1.0
+        return prefill(self, prompts, cache, layer_ids)
+
+    monkeypatch.setattr(TargetModel, "prefill_ragged", slow)
+    runner = BatchedDecoder(decoder, 2)
+    runner.generate(prompts, MAX_NEW_TOKENS)
+    assert runner.prefill_s == clock.t >= 2.0  # at least the first two rows' prefill and one refill
+    clock.t = 0.0
+    runner.generate(prompts[:1], MAX_NEW_TOKENS[:1])
+    assert runner.prefill_s == 1.0
+
+
+class _StillClock:
+    """A clock that moves only when a test moves it."""
+
+    exact = True
+    t = 0.0
+
+    def now(self) -> float:
+        return self.t
+
+
 def test_a_row_crop_that_keeps_one_stale_entry_is_caught(qwen_target, trained_drafter, monkeypatch):
     """Planted bug: each row keeps one entry past what it accepted (a rejected draft's K/V stays visible).
     The equality check above would see it."""

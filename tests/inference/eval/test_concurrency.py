@@ -8,9 +8,11 @@ from inference.eval.records import Record
 from inference.eval.results import summarize
 
 
-def _batched(method, prompt_id, tokens, level, wall_s, latency):
+def _batched(method, prompt_id, tokens, level, wall_s, latency, prefill_s=None):
     stats = GenerationStats(4, len(tokens), [1] * len(tokens), prefill_s=0.1, decode_s=latency - 0.1)
     batch = {"id": f"{method}/turn0", "wall_s": wall_s}
+    if prefill_s is not None:
+        batch["prefill_s"] = prefill_s
     return Record("mt-bench", method, prompt_id, 0, tokens, "length", stats, "x", concurrency=level, batch=batch)
 
 
@@ -37,3 +39,17 @@ def test_throughput_counts_a_batched_run_once_and_latency_is_per_request():
     assert results["mt-bench"]["domino@2"]["speedup"] == 2.0
     levels = by_concurrency(results)["mt-bench"]
     assert set(levels) == {"ar", "domino", "dflash"} and set(levels["dflash"]) == {2}  # all skipped: still at 2
+
+
+def test_decode_throughput_leaves_out_the_prefills_and_each_requests_first_token():
+    """Two requests of 4 tokens in a 2 s run that spent 1.5 s prefilling (long prompts): throughput 4 tokens
+    / s, decode 6 tokens (each request's first came from its prefill) / 0.5 s; a method whose decode is
+    twice as fast but whose prefill is as long has a throughput speedup of 1.33x only, a decode one of 2x."""
+    ar = [_batched("ar", p, [1, 2, 3, 4], 2, wall_s=2.0, latency=2.0, prefill_s=1.5) for p in "ab"]
+    m = serving_metrics(ar)
+    assert m["throughput_tok_s"] == 4.0 and m["decode_tok_s"] == pytest.approx(12.0)
+    fast = [_batched("domino", p, [1, 2, 3, 4], 2, wall_s=1.5, latency=1.5, prefill_s=1.25) for p in "ab"]
+    results = summarize([*ar, *fast], check_lossless=False)["mt-bench"]["domino@2"]
+    assert results["speedup"] == pytest.approx(4 / 3) and results["decode_speedup"] == pytest.approx(2.0)
+    older = [_batched("ar", p, [1, 2], 2, wall_s=1.0, latency=1.0) for p in "ab"]  # recorded before prefill_s
+    assert serving_metrics(older)["decode_tok_s"] is None
