@@ -3,10 +3,12 @@
     python benchmarks/compare_runs.py artifacts/runs/decode/cost_sweep/budget_*   # a folder or its results.json
     python benchmarks/compare_runs.py RUN... --methods ddtree dominotree
 
-Each run's label is its folder name. Per row: tok/s, speedup over the run's own `ar`, tau, the mean draft
-size verified per round, predicted and realised tokens per round, and the divergence counts
-(exact / numerical / algorithmic). Runs decode with their own `ar`, so a speedup compares within a run;
-tok/s compares across runs only when the machine was equally quiet for all of them.
+Each run's label is its folder name. Per row: tok/s (a batched arm's, `ddtree@4`: its throughput), speedup
+over the run's own `ar` (at the arm's concurrency), the decode phase's speedup (batched arms: the prefills
+left out), tau, the mean draft size verified per round, predicted and realised tokens per round, and the
+divergence counts (exact / numerical / algorithmic). `--methods ddtree` keeps `ddtree` at every
+concurrency. Runs decode with their own `ar`, so a speedup compares within a run; tok/s compares across
+runs only when the machine was equally quiet for all of them.
 """
 
 from __future__ import annotations
@@ -21,7 +23,8 @@ if str(HERE.parent) not in sys.path:  # the checkout's packages, whatever is ins
 
 from inference.eval.results import read_results  # noqa: E402
 
-HEADER = ["dataset", "method", "run", "tok/s", "speedup", "tau", "mean draft", "predicted", "realised", "e / n / a"]
+HEADER = ["dataset", "method", "run", "tok/s", "speedup", "decode speedup", "tau", "mean draft", "predicted"]
+HEADER += ["realised", "e / n / a"]
 
 
 def _num(value: float | None, spec: str, suffix: str = "") -> str:
@@ -42,11 +45,13 @@ def rows(paths: list[Path], methods: list[str] | None = None) -> list[list[str]]
         label = (path if path.is_dir() else path.parent).name
         for dataset, by_method in results.items():
             for method, s in by_method.items():
-                if methods and method not in methods:
+                if methods and method.partition("@")[0] not in methods:
                     continue
                 div = s.get("divergences")
+                rate = s.get("throughput_tok_s") if "@" in method else s.get("tokens_per_s")
                 table.append(
-                    [dataset, method, label, _num(s.get("tokens_per_s"), ".1f"), _num(s.get("speedup"), ".2f", "x")]
+                    [dataset, method, label, _num(rate, ".1f"), _num(s.get("speedup"), ".2f", "x")]
+                    + [_num(s.get("decode_speedup"), ".2f", "x")]
                     + [_num(s.get("tau"), ".2f"), _num(mean_draft(s.get("draft_size_histogram")), ".1f")]
                     + [_num(s.get("predicted_tokens_per_round"), ".2f")]
                     + [_num(s.get("realised_tokens_per_round"), ".2f")]
