@@ -62,7 +62,7 @@ def replay(rows: dict[str, dict], ar: dict[str, dict], gate: DraftGate | None, s
         while done < at:
             total += 1
             drafted = gate is None or gate.drafting()
-            if drafted:
+            if drafted:  # the next recorded round not yet replayed that starts at or after the output's position
                 while i < len(rounds) - 1 and starts[i] < done:
                     i += 1
                 n, s = rounds[min(i, len(rounds) - 1)]

@@ -147,8 +147,10 @@ class BatchBudget:
         """The batch's gate at this concurrency, kept by the decoder across runs. Its first round is plain,
         so that drafting is judged against a measured plain round (the curve's one-token cost leaves out
         the judge and commit of every row)."""
-        gate = DraftGate(self.decoder.options.draft_gate, pause=1)
-        return self.decoder.batch_gates.setdefault(self.concurrency, gate)
+        gates = self.decoder.batch_gates
+        if self.concurrency not in gates:
+            gates[self.concurrency] = DraftGate(self.decoder.options.draft_gate, pause=1)
+        return gates[self.concurrency]
 
     def start_round(self) -> None:
         """Ask the gate whether this round drafts (once per round, before any row drafts)."""
