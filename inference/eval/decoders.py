@@ -1,4 +1,4 @@
-"""The decoders of a decoding run, one per method, and the widest window any of them verifies."""
+"""The decoders of a decoding run, one per arm, and the widest window any of them verifies."""
 
 from __future__ import annotations
 
@@ -7,6 +7,7 @@ from typing import Any
 from inference.decoding.api import build_decoder
 from inference.decoding.speculative import SpeculativeDecoder
 from inference.drafter import DominoDrafter
+from inference.eval.arms import arm_method
 from inference.eval.options import MethodOptions
 from inference.targets.adapter import TargetModel
 
@@ -18,8 +19,9 @@ def build_decoders(
     paths: dict[str, str],
     options: MethodOptions,
 ) -> dict[str, Any]:
-    """{method: decoder}, each with the drafter of its folder in `paths` (none for `ar`)."""
-    return {m: build_decoder(m, target, drafters.get(paths.get(m)), options.of(m), options.tree) for m in methods}
+    """{arm: decoder}, each with the drafter of its folder in `paths` (none for `ar`) and the arm's options
+    (its own draft size where it names one: `inference.eval.arms`)."""
+    return {m: build_decoder(arm_method(m), target, drafters.get(paths.get(m)), *options.of(m)) for m in methods}
 
 
 def verify_window(decoders: dict[str, Any]) -> int:

@@ -10,6 +10,7 @@ from omegaconf import DictConfig
 from inference.decoding.methods import DECODING_METHODS, check_drafter
 from inference.drafter import DominoDrafter
 from inference.drafter.training_data import chat_template_warning
+from inference.eval.arms import arm_method
 from inference.eval.target import TargetPlan
 from inference.targets.adapter import TargetModel
 
@@ -17,13 +18,14 @@ log = logging.getLogger("domino-decode")
 
 
 def drafter_paths(cfg: DictConfig, methods: list[str]) -> dict[str, str]:
-    """The drafter folder each drafting method uses: `baseline_drafter_path` (when set) for the no-head
-    baselines (dflash, ddtree), `drafter_path` for the rest."""
+    """The drafter folder each drafting arm (`inference.eval.arms`) uses: `baseline_drafter_path` (when
+    set) for the no-head baselines (dflash, ddtree), `drafter_path` for the rest."""
     paths = {}
     for m in methods:
-        if not DECODING_METHODS[m].needs_drafter:
+        spec = DECODING_METHODS[arm_method(m)]
+        if not spec.needs_drafter:
             continue
-        baseline = DECODING_METHODS[m].baseline and cfg.baseline_drafter_path
+        baseline = spec.baseline and cfg.baseline_drafter_path
         path = cfg.baseline_drafter_path if baseline else cfg.drafter_path
         if not path:
             raise ValueError(f"method {m!r} needs a drafter: set drafter_path=PATH")
@@ -51,7 +53,7 @@ def load_drafters(paths: dict[str, str], plan: TargetPlan) -> dict[str, DominoDr
             path, described.config, device=plan.device, dtype=precision.dtype, mask_token_id=_mask_token_id(described)
         )
     for m, path in paths.items():
-        check_drafter(m, drafters[path])
+        check_drafter(arm_method(m), drafters[path])
     return drafters
 
 

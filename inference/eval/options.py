@@ -8,9 +8,10 @@ from typing import Any
 
 from omegaconf import DictConfig, OmegaConf
 
-from inference.decoding.methods import DECODING_METHODS, check_options, method_spec
+from inference.decoding.methods import check_options, method_spec
 from inference.decoding.options import DecodeOptions, TreeOptions
 from inference.decoding.sampling import SamplingParams
+from inference.eval.arms import arm_method, arm_options, check_arms
 from inference.eval.concurrency import concurrency_levels
 
 # (key, least value, null allowed): counts checked before anything loads
@@ -25,17 +26,18 @@ class MethodOptions:
     by_family: dict[str, DecodeOptions]
     tree: TreeOptions
 
-    def of(self, method: str) -> DecodeOptions:
-        """The `DecodeOptions` `method` decodes with."""
-        return self.by_family[method_spec(method).family]
+    def of(self, arm: str) -> tuple[DecodeOptions, TreeOptions]:
+        """The `DecodeOptions` and `TreeOptions` an arm (`dominotree`, `dominotree/2`: `inference.eval.arms`)
+        decodes with."""
+        return arm_options(arm, self.by_family[method_spec(arm_method(arm)).family], self.tree)
 
 
 def run_methods(cfg: DictConfig) -> list[str]:
-    """The methods to run, refused when none is given."""
-    methods = list(cfg.methods)
-    if not methods:
-        raise ValueError(f"no methods given; choose from {', '.join(DECODING_METHODS)}")
-    return methods
+    """The arms to run (methods, each maybe at its own draft size), refused when none is given or one is
+    malformed (`inference.eval.arms`)."""
+    arms = [str(m) for m in cfg.methods]
+    check_arms(arms)
+    return arms
 
 
 def check_counts(cfg: DictConfig) -> None:
@@ -70,8 +72,8 @@ def method_options(cfg: DictConfig, methods: list[str]) -> MethodOptions:
     by_family = {"ar": base, "chain": chain, "tree": replace(base, verify=cfg.tree.verify)}
     tree = TreeOptions(cfg.tree.budget, cfg.tree.top_m, cfg.tree.node_topk, cfg.tree.expand_width, cfg.tree.max_budget)
     options = MethodOptions(sampling, by_family, tree)
-    for m in methods:
-        check_options(m, options.of(m))
+    for arm in methods:
+        check_options(arm_method(arm), options.of(arm)[0])
     return options
 
 

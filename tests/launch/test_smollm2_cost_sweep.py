@@ -32,3 +32,10 @@ def test_more_overrides_reach_every_run_and_the_chain_runs_can_be_left_out(sweep
     """`ARGS` (shell-quoted) reaches every run as separate arguments; an empty `WINDOWS` runs no chain."""
     calls = sweep(BUDGETS="2 auto", WINDOWS="", REPEAT="", ARGS="'concurrency=[2,4,8]' interleave=1")
     assert len(calls) == 2 and all(c.endswith("concurrency=[2,4,8] interleave=1") for c in calls)
+
+
+def test_paired_puts_every_size_in_one_run(tmp_path, sweep):
+    calls = sweep(PAIRED="1", BUDGETS="2 auto", WINDOWS="auto", ARGS="'concurrency=[4]'")
+    assert len(calls) == 1 and "hydra.run.dir=" + str(tmp_path / "out" / "paired") in calls[0]
+    assert "methods=[ar,ddtree/2,dominotree/2,ddtree/auto,dominotree/auto,dflash/auto,domino/auto]" in calls[0]
+    assert "tree.budget" not in calls[0] and calls[0].endswith("concurrency=[4]")

@@ -125,6 +125,23 @@ def test_methods_take_turns_wave_by_wave_and_emit_what_they_emit_in_one_batch(dr
         assert report["results"]["humaneval"]["domino@2"]["lossless"]
 
 
+def test_sizes_of_one_method_are_arms_of_one_run(drafter_path, tmp_path):
+    overrides = ["methods=[ar,dominotree,dominotree/2,domino/1]", "bench=[humaneval:3]", "tree.budget=auto"]
+    report = decode.run(
+        _cfg(f"drafter_path={drafter_path}", *overrides, "tree.max_budget=8", "concurrency=[1,2]"), tmp_path
+    )
+    arms = report["results"]["humaneval"]
+    assert list(arms) == [
+        f"{m}{level}" for level in ("", "@2") for m in ("ar", "dominotree", "dominotree/2", "domino/1")
+    ]
+    for level in ("", "@2"):  # the largest draft size a round verified: the arm's own
+        assert len(arms[f"dominotree/2{level}"]["draft_size_histogram"]) == 3
+        assert len(arms[f"domino/1{level}"]["draft_size_histogram"]) == 2
+    assert set(report["cost_model"]) == {"dominotree"}  # the one cost-aware arm: tree.budget=auto
+    assert all(arms[a]["lossless"] for a in arms if a.partition("@")[0] != "ar")
+    assert set(report["concurrency"]["humaneval"]) == {"ar", "dominotree", "dominotree/2", "domino/1"}
+
+
 @pytest.mark.parametrize(
     ("overrides", "message"),
     [
