@@ -3,19 +3,20 @@
 All of a set's requests arrive at once (an offline throughput benchmark), in waves: a turn's prompts are cut
 into waves of `interleave` x N prompts (one wave when `interleave` is 0), and within a wave every method in
 turn decodes the wave's prompts in one continuous batch of N rows (a finished row takes the next waiting
-prompt; the batch drains at the end). The methods take turns wave by wave so that the machine's speed,
-which drifts by a third within minutes on a shared VM, weighs on every method alike; a method that ran the
-whole set in one go compared its throughput with another method's at another time. A (method, turn,
-wave) is the unit of work, of timing and of resuming: its wall time is stored with its records
-(`Record.batch`), and throughput = output tokens / the summed wall time of a method's units.
+prompt; the batch drains at the end). The methods take turns wave by wave so that the machine's speed, which
+drifts by a third within minutes on a shared VM, weighs on every method alike; a method that ran the whole
+set in one go compared its throughput with another method's at another time. Every other wave takes them in
+reverse order (A B C, C B A, ...), so that a steady drift does not favour the first. A (method, turn, wave)
+is the unit of work, of timing and of resuming: its wall time is stored with its records (`Record.batch`),
+and throughput = output tokens / the summed wall time of a method's units.
 
-Turns go in order and, within a turn, waves and then methods in order. Multi-turn prompts carry one reply
-per turn as history, the same for every method: the batch-1 run's first method's reply where the run also
-decoded at concurrency 1 (so every arm of the run sees identical prompts), else this concurrency's first
-method's. Generation i draws from the generator seeded as in the batch-1 loop (`inference.eval.loop`), so at
-T > 0 every sequence samples what it samples alone. Greedy runs with `ar` then check each prompt's outputs
-against its batch-1 `ar` output (`loop.check_divergences`; `inference.eval.datasets` decodes batch-1 `ar`
-for a greedy run). Each batched run is given those outputs, so that a row that parts from its reference
+Turns go in order and, within a turn, waves in order and then the methods as above. Multi-turn prompts carry
+one reply per turn as history, the same for every method: the batch-1 run's first method's reply where the
+run also decoded at concurrency 1 (so every arm of the run sees identical prompts), else this concurrency's
+first method's. Generation i draws from the generator seeded as in the batch-1 loop (`inference.eval.loop`),
+so at T > 0 every sequence samples what it samples alone. Greedy runs with `ar` then check each prompt's
+outputs against its batch-1 `ar` output (`loop.check_divergences`; `inference.eval.datasets` decodes batch-1
+`ar` for a greedy run). Each batched run is given those outputs, so that a row that parts from its reference
 keeps the logits there (`BatchedDecoder`): the proof's evidence.
 """
 
@@ -80,7 +81,8 @@ def run_dataset_batched(
         size = interleave * concurrency or len(live)
         for wave_index, start in enumerate(range(0, len(live), size)):
             wave = live[start : start + size]
-            for method, decoder in decoders.items():
+            arms = list(decoders.items())
+            for method, decoder in arms if wave_index % 2 == 0 else reversed(arms):
                 unit = [held[(method, turn, p.id)] for p in wave if (method, turn, p.id) in held]
                 todo = [p for p in wave if (method, turn, p.id) not in held]
                 if todo:
@@ -176,7 +178,7 @@ def _decode_unit(
         dataset,
         method,
         concurrency,
-        unit_id.split("/", 1)[1],
+        unit_id.removeprefix(f"{method}/"),
         len(fits),
         tokens,
         batch["wall_s"],
