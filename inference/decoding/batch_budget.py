@@ -49,6 +49,7 @@ from inference.decoding.draft_gate import DraftGate
 from inference.decoding.sampling import sample
 from inference.decoding.speculative import Candidates, DecodeState, SpeculativeDecoder, Verdict, VerifyWindow
 from inference.decoding.stats import GenerationStats
+from inference.decoding.tree.build import Leading, RowsJudge
 from inference.targets.adapter import TargetModel
 from inference.targets.ragged_window import RaggedWindow
 
@@ -66,6 +67,34 @@ def merged_gains(gains: dict[int, Sequence[float]]) -> list[tuple[int, float]]:
         if k + 1 < len(gains[r]):
             heapq.heappush(heap, (-gains[r][k + 1], r, k + 1))
     return order
+
+
+def batch_prefix_settled(gains: Sequence[float], bound: float | None, rows: int, costs: Sequence[float]) -> bool:
+    """Whether the drafts built so far already hold the batch's best choice (`BatchBudget.settle`), so that
+    a builder may stop: `gains` = the acceptances of the drafts that surely lead their rows' best-first
+    orders, `bound` = the most any draft not yet built could gain (None: no row can build more), `costs[t]`
+    = seconds of a round that keeps t drafts (at least what it drafted so far, plus its verify). True when
+    no choice of m drafts with some not yet built (at best the m largest of `gains` and m copies of
+    `bound`) can reach the rate of the best prefix of `gains`, for every m up to len(costs) - 1 (as
+    `budget.prefix_settled` for one row)."""
+    if bound is None:
+        return True
+    gains = sorted(gains, reverse=True)
+    expected = float(rows)
+    surely = expected / costs[0]
+    for t, gain in enumerate(gains[: len(costs) - 1], 1):
+        expected += gain
+        surely = max(surely, expected / costs[t])
+    expected, i = float(rows), 0
+    for m in range(1, len(costs)):
+        if i < len(gains) and gains[i] >= bound:
+            expected += gains[i]
+            i += 1
+        else:
+            expected += bound
+        if expected / costs[m] > surely:
+            return False
+    return True
 
 
 @torch.inference_mode()
@@ -166,7 +195,30 @@ class BatchBudget:
             t0 = self.decoder.clock.now()
             self.drafter.flush_contexts([s.draft_cache for s in states])
             self.catch_up_s = self.decoder.clock.now() - t0
-        self.decoder.draft_blocks(states)
+        self.decoder.draft_blocks(states, self.build_rule(states))
+
+    def build_rule(self, states: list[DecodeState]) -> RowsJudge:
+        """When a batched build may stop (`build.best_first_rows`'s `enough`: DominoTree's head steps): once
+        the nodes every row built hold the batch's best choice whatever the nodes still to build
+        (`batch_prefix_settled`), on this round's costs: the seconds drafted so far, then the verify of the
+        live rows and t drafts after the longest row's context."""
+        clock = self.decoder.clock
+        rows, started = len(states), clock.now()
+        context = max(s.length for s in states)
+        verify: list[float] = []
+
+        def enough(leading: dict[int, Leading]) -> bool:
+            predict = self.decoder.acceptance.predict
+            if not verify:  # the first judgement of the round: every t the batch's trees could keep
+                limit = rows * (self.max_window() - 1)
+                verify.extend(self.cost(rows, rows + t, context) for t in range(limit + 1))
+            bound = max(node.bound for node in leading.values())
+            most = predict([bound])[0] if bound > float("-inf") else None
+            gains = [g for node in leading.values() for g in predict(node.scores)]
+            drafted = clock.now() - started
+            return batch_prefix_settled(gains, most, rows, [drafted + v for v in verify])
+
+        return enough
 
     def draft(self, state: DecodeState) -> Candidates | Any:
         """The row's full best-first draft (`Candidates`, sized by `settle`), or its plain round's empty

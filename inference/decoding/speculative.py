@@ -33,6 +33,7 @@ from inference.decoding.generation import Decoder, Generation, take_until_stop
 from inference.decoding.options import DecodeOptions
 from inference.decoding.sampling import greedy_ids, sample
 from inference.decoding.stats import GenerationStats
+from inference.decoding.tree.build import RowsJudge
 from inference.decoding.tree.draft_tree import tree_attention_mask
 from inference.drafter import DominoDrafter
 from inference.drafter.draft_cache import DraftKVCache
@@ -144,10 +145,12 @@ class SpeculativeDecoder(Decoder):
         hidden, state.block = state.block, None
         return hidden if hidden is not None else self.drafter.draft_block(state.draft_cache, state.root)
 
-    def draft_blocks(self, states: list[DecodeState]) -> None:
+    def draft_blocks(self, states: list[DecodeState], enough: RowsJudge | None = None) -> None:
         """A batched round's backbone: the blocks of every state that can still draft, in one forward over
         their draft caches (`DominoDrafter.draft_blocks`), left in `state.block` for the state's `draft` /
-        `candidates` this round. One such state drafts alone, as at batch 1."""
+        `candidates` this round. One such state drafts alone, as at batch 1. `enough`: a cost-aware batch's
+        rule for when a builder that grows the rows' drafts step by step may stop (DominoTree's
+        `best_first_rows`); other drafts are built whole."""
         drafting = [s for s in states if s.tokens_left > 1]
         if len(drafting) < 2:
             return

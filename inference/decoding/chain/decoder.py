@@ -24,6 +24,7 @@ from inference.decoding.methods import check_drafter, check_options, method_spec
 from inference.decoding.options import DecodeOptions
 from inference.decoding.sampling import SamplingParams, greedy_ids, probabilities, sample_from
 from inference.decoding.speculative import Candidates, DecodeState, SpeculativeDecoder, Verdict, VerifyWindow
+from inference.decoding.tree.build import RowsJudge
 from inference.drafter import DominoDrafter
 from inference.drafter.draft_cache import DraftKVCache
 from inference.drafter.rollout import DecodingSteps, roll_out
@@ -155,11 +156,12 @@ class ChainDecoder(SpeculativeDecoder):
     def _picker(self, state: DecodeState) -> TokenPicker:
         return sampling_picker(self.sampling, state.generator) if self.verifier.sampled_drafts else greedy_picker
 
-    def draft_blocks(self, states: list[DecodeState]) -> None:
+    def draft_blocks(self, states: list[DecodeState], enough: RowsJudge | None = None) -> None:
         """A batched round's drafts: the rows' backbone in one forward, and for greedy drafts the rows'
         whole chains too, in one lm_head product and one head step per position (`draft_chains`), left in
         `state.drafted` for the row's `draft` / `candidates` (a row's own draft cuts its chain to what it
-        may emit). Sampled drafts draw from each row's own generator, so they stay per row."""
+        may emit). Sampled drafts draw from each row's own generator, so they stay per row. A chain is rolled
+        out whole (`enough` is for trees)."""
         super().draft_blocks(states)
         rows = [s for s in states if s.block is not None]
         if not rows or self.verifier.sampled_drafts or self.rollout is not None:

@@ -105,12 +105,23 @@ class _Replay:
         return self.kids[key]
 
 
+@dataclass(frozen=True)
+class Leading:
+    """What a row's speculation knows after a step: the nodes that surely come first in its best-first order
+    (their path scores, best first, and depths), and a bound on the score of every other node it could
+    still add (-inf: it can add none)."""
+
+    scores: list[float]
+    depths: list[int]
+    bound: float
+
+
+Judge = Callable[[list[float], list[int], float], bool]  # `best_first_batched`'s `enough`
+RowsJudge = Callable[[dict[int, Leading]], bool]  # `best_first_rows`'s `enough`
+
+
 def best_first_batched(
-    expander: BatchExpander,
-    budget: int,
-    max_depth: int,
-    width: int = 4,
-    enough: Callable[[list[float], list[int], float], bool] | None = None,
+    expander: BatchExpander, budget: int, max_depth: int, width: int = 4, enough: Judge | None = None
 ) -> DraftTree:
     """`best_first`'s tree, with up to `width` node expansions per `expand_many` call (module docstring).
 
@@ -121,48 +132,70 @@ def best_first_batched(
         return best_first(expander, budget, max_depth)
     if budget < 1 or max_depth < 1:
         return DraftTree()
-    steps = _speculate(expander.root(), budget, max_depth, width, enough)
-    children = None
+    steps = _speculate(expander.root(), budget, max_depth, width, judged=enough is not None)
+    answer: Any = None
     while True:
         try:
-            batch = steps.send(children)
+            asked = steps.send(answer)
         except StopIteration as done:
             kids, child_key, budget = done.value
             return best_first(_Replay(expander, kids, child_key), budget, max_depth)
-        children = expander.expand_many(batch)
+        if isinstance(asked, Leading):
+            answer = bool(asked.scores) and enough(asked.scores, asked.depths, asked.bound)
+        else:
+            answer = expander.expand_many(asked)
 
 
-def best_first_rows(expander: RowsExpander, budget: int, depths: list[int], width: int = 4) -> list[DraftTree]:
+def best_first_rows(
+    expander: RowsExpander, budget: int, depths: list[int], width: int = 4, enough: RowsJudge | None = None
+) -> list[DraftTree]:
     """`best_first_batched`'s tree for each of several rows (a batched round's blocks, `depths[r]` deep),
     the rows' speculative expansions in one `expand_rows` call per step: each row pops its own `width`
-    best candidates, and the step computes every row's together. Each tree is the one its row builds alone."""
+    best candidates, and the step computes every row's together. Each tree is the one its row builds alone.
+
+    `enough(leading)`: after each step, given every row's `Leading` (a row whose tree is complete: its
+    nodes and a bound of -inf), whether the batch holds every node it could use; each row's tree then holds
+    just its leading nodes (a prefix of its `budget` tree, up to exact ties; possibly none)."""
     trees: list[DraftTree | None] = [DraftTree() if budget < 1 or d < 1 else None for d in depths]
-    steps = {r: _speculate(expander.row(r).root(), budget, d, width) for r, d in enumerate(depths) if trees[r] is None}
-    asked = {r: [] for r in steps}
+    leading = {r: Leading([], [], float("-inf")) for r, tree in enumerate(trees) if tree is not None}
+    steps = {
+        r: _speculate(expander.row(r).root(), budget, d, width, judged=enough is not None)
+        for r, d in enumerate(depths)
+        if trees[r] is None
+    }
+    answers: dict[int, Any] = dict.fromkeys(steps)
     while steps:
-        for r in list(steps):
-            try:
-                asked[r] = steps[r].send(asked[r] or None)
-            except StopIteration as done:
-                kids, child_key, size = done.value
-                trees[r] = best_first(_Replay(expander.row(r), kids, child_key), size, depths[r])
-                del steps[r]
-        requests = [(r, request) for r in steps for request in asked[r]]
-        answers = iter(expander.expand_rows(requests)) if requests else iter(())
-        asked = {r: [next(answers) for _ in asked[r]] for r in steps}
+        asked: dict[int, list] = {}
+        pending = answers  # what each row is sent next
+        while pending:  # each row runs until it asks for expansions or ends; its reports judged together
+            reports: dict[int, Leading] = {}
+            for r, answer in pending.items():
+                try:
+                    got = steps[r].send(answer)
+                except StopIteration as done:
+                    kids, child_key, size = done.value
+                    trees[r] = best_first(_Replay(expander.row(r), kids, child_key), size, depths[r])
+                    leading[r] = Leading(trees[r].scores, trees[r].depths, float("-inf"))
+                    del steps[r]
+                    continue
+                if isinstance(got, Leading):
+                    reports[r] = leading[r] = got
+                else:
+                    asked[r] = got
+            pending = dict.fromkeys(reports, enough(leading)) if reports else {}
+        requests = [(r, request) for r in asked for request in asked[r]]
+        computed = iter(expander.expand_rows(requests)) if requests else iter(())
+        answers = {r: [next(computed) for _ in asked[r]] for r in asked}
     return trees  # type: ignore[return-value]
 
 
 def _speculate(
-    root: Children,
-    budget: int,
-    max_depth: int,
-    width: int,
-    enough: Callable[[list[float], list[int], float], bool] | None = None,
-) -> Generator[list[tuple[int, int, int, int]], list[Children], tuple[dict[int, Children], dict, int]]:
+    root: Children, budget: int, max_depth: int, width: int, judged: bool = False
+) -> Generator[list[tuple[int, int, int, int]] | Leading, Any, tuple[dict[int, Children], dict, int]]:
     """`best_first_batched`'s speculative phase as a generator: yields each step's expansion requests
-    (node, parent, rank, depth), is sent their children, and returns the children computed, the keys of
-    (parent, rank) and the budget (smaller once `enough`)."""
+    (node, parent, rank, depth) and is sent their children; `judged`: after each step it also yields its
+    `Leading` nodes and is sent whether they are enough. Returns the children computed, the keys of
+    (parent, rank) and the budget (the leading nodes' count once they are enough)."""
     kids: dict[int, Children] = {-1: root}
     score: dict[int, float] = {-1: 0.0}
     node_depth: dict[int, int] = {}
@@ -189,11 +222,11 @@ def _speculate(
         for (key, _, _, depth), children in zip(batch, (yield batch) if batch else [], strict=True):
             kids[key] = children
             heapq.heappush(heap, (-(score[key] + children[1][0]), next(order), key, depth + 1, 0))
-        if enough is not None and heap:
+        if judged and heap:
             bound = -heap[0][0]  # no node outside those popped scores more
-            leading = sorted((-s, k) for k, s in score.items() if k >= 0 and s > bound)[:budget]
-            if leading and enough([-s for s, _ in leading], [node_depth[k] for _, k in leading], bound):
-                budget = len(leading)
+            first = sorted((-s, k) for k, s in score.items() if k >= 0 and s > bound)[:budget]
+            if (yield Leading([-s for s, _ in first], [node_depth[k] for _, k in first], bound)):
+                budget = len(first)
                 break
     return kids, child_key, budget
 

@@ -23,7 +23,7 @@ from inference.decoding.cost_model import RunningMean
 from inference.decoding.methods import check_drafter, check_options, method_spec
 from inference.decoding.options import DecodeOptions, TreeOptions
 from inference.decoding.speculative import Candidates, DecodeState, SpeculativeDecoder, Verdict, VerifyWindow
-from inference.decoding.tree.build import best_first_batched, best_first_rows, build_ddtree, ddtree_children
+from inference.decoding.tree.build import RowsJudge, best_first_batched, best_first_rows, build_ddtree, ddtree_children
 from inference.decoding.tree.draft_tree import DraftTree
 from inference.decoding.tree.expander import FastDominoExpander
 from inference.decoding.tree.rows_expander import DominoRowsExpander
@@ -109,11 +109,12 @@ class TreeDecoder(SpeculativeDecoder):
             keep = len(built.draft)
         return self.keep(state, built, keep)
 
-    def draft_blocks(self, states: list[DecodeState]) -> None:
+    def draft_blocks(self, states: list[DecodeState], enough: RowsJudge | None = None) -> None:
         """A batched round's drafts: the rows' backbone in one forward, their base logits in one lm_head
         product and, for DDTree, every row's children in one top-k (`ddtree_children`); DominoTree builds
-        every row's tree, the rows' head steps taken together (`best_first_rows`). Left in
-        `state.drafted` for the row's `candidates`."""
+        every row's tree, the rows' head steps taken together (`best_first_rows`; with `enough`, a
+        cost-aware batch's, it stops once the batch's choice is built). Left in `state.drafted` for the
+        row's `candidates`."""
         super().draft_blocks(states)
         rows = [s for s in states if s.block is not None]
         if not rows:
@@ -126,7 +127,7 @@ class TreeDecoder(SpeculativeDecoder):
         else:
             depths = [min(hidden.shape[1], s.tokens_left - 1) for s in rows]
             expander = self.rows_expander.prepare(hidden, base, torch.cat([s.root for s in rows]))
-            trees = best_first_rows(expander, self.node_budget, depths, self.expander.width)
+            trees = best_first_rows(expander, self.node_budget, depths, self.expander.width, enough)
         for state, h, b, kids, tree in zip(rows, hidden, base, children, trees, strict=True):
             state.block, state.drafted = None, (h, b, kids, tree)
 

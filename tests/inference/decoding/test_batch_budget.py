@@ -4,7 +4,7 @@ batch's real tokens, and the batch's gate over whole rounds, on hand-made costs 
 import pytest
 import torch
 
-from inference.decoding.batch_budget import PLAIN, BatchBudget
+from inference.decoding.batch_budget import PLAIN, BatchBudget, batch_prefix_settled
 from inference.decoding.cost_model import VerifyCurve
 from inference.decoding.draft_gate import FIRST_PAUSE, PROBE_ROUNDS
 from inference.decoding.options import DecodeOptions
@@ -146,7 +146,7 @@ def test_a_retrys_catch_up_projection_is_left_out_of_its_rate():
             clock.t += 0.050
 
     decoder.drafter = _Drafter()
-    decoder.draft_blocks = lambda states: None
+    decoder.draft_blocks = lambda states, enough: None
     budget = BatchBudget(decoder, 2)
     budget.start_round()
     budget.end_round(False, 2, 0.010, rows=2, batch_rows=2)  # plain: 200 tokens / s
@@ -190,3 +190,13 @@ def test_a_draining_batch_feeds_the_same_gate_in_plain_rate_units():
     for _ in range(PROBE_ROUNDS):  # the retry: full drafting rounds at 1.5x the plain rate
         budget.end_round(True, 3, 0.010, rows=2, batch_rows=2)
     assert budget.gate().draft_rate == pytest.approx(1.5) and budget.gate().next_pause == FIRST_PAUSE
+
+
+def test_a_build_may_stop_once_no_draft_still_to_build_could_be_kept():
+    """`batch_prefix_settled`: 2 rows, a round of 10 ms + 1 ms per kept draft. Built drafts of 0.9 and 0.5:
+    a draft still to build that gains at most 0.05 could not pay for its millisecond, one of 0.3 could."""
+    costs = [0.010 + 0.001 * t for t in range(9)]
+    assert batch_prefix_settled([0.5, 0.9], 0.05, 2, costs)
+    assert not batch_prefix_settled([0.5, 0.9], 0.3, 2, costs)
+    assert batch_prefix_settled([0.5, 0.9], None, 2, costs)  # no row can build more
+    assert not batch_prefix_settled([], 0.3, 2, costs)  # nothing built yet, and a draft of 0.3 pays

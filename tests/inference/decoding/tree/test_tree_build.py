@@ -3,11 +3,13 @@ a case where the path-conditional correction must change the tree."""
 
 import itertools
 import math
+from collections import Counter
 
 import pytest
 import torch
 
 from inference import DominoDrafter, load_target
+from inference.decoding.batch_budget import batch_prefix_settled, merged_gains
 from inference.decoding.budget import best_prefix, prefix_settled
 from inference.decoding.tree.build import (
     best_first,
@@ -185,6 +187,56 @@ def test_a_cost_aware_build_stops_early_and_keeps_the_same_prefix(step_cost):
         assert best_prefix(gains(early.scores), round_cost(early.depths, width)) == keep <= len(early)
         stopped += len(early) < 24
     assert stopped > 48  # of 72 builds: the rule does stop early
+
+
+class _PathRows:
+    """`_PathExpander`s as the rows of one batched round (a `RowsExpander`), counting the steps."""
+
+    def __init__(self, rows):
+        self.rows, self.steps = rows, 0
+
+    def row(self, r):
+        return self.rows[r]
+
+    def expand_rows(self, requests):
+        self.steps += 1
+        return [self.rows[r]._expand(*request[:3]) for r, request in requests]
+
+
+def test_a_batch_s_build_stops_once_it_holds_the_batch_s_choice():
+    """`best_first_rows` with a batch rule (`batch_prefix_settled` on one cost per kept count) stops every
+    row at a prefix of its own tree, the batch keeps the drafts it keeps from the whole trees, and the
+    build takes fewer steps than the whole trees do."""
+    rows, budget, depth = 4, 32, 5
+
+    def gains(scores):  # a monotone acceptance map, as AcceptanceModel's
+        return [0.9 * math.exp(s) for s in scores]
+
+    costs = [6.0 + 27.0 + 0.8 * t for t in range(rows * budget + 1)]  # drafting, then a verify of 4 + t tokens
+
+    def enough(leading):
+        bound = max(node.bound for node in leading.values())
+        most = gains([bound])[0] if bound > float("-inf") else None
+        return batch_prefix_settled([g for n in leading.values() for g in gains(n.scores)], most, rows, costs)
+
+    def kept(trees):  # the batch's choice (`BatchBudget.settle`): the first t of the merged drafts
+        order = merged_gains({r: gains(t.scores) for r, t in enumerate(trees)})
+        rates = [(rows + sum(g for _, g in order[:t])) / costs[t] for t in range(len(order) + 1)]
+        t = max(range(len(rates)), key=rates.__getitem__)
+        return sorted(Counter(r for r, _ in order[:t]).items())
+
+    fewer = 0
+    for seed, width, k in itertools.product(range(8), (2, 8), (3, 8)):
+        seeds = [seed * 10 + r for r in range(rows)]
+        whole = _PathRows([_PathExpander(k, 0.0, s) for s in seeds])
+        full = best_first_rows(whole, budget, [depth] * rows, width)
+        early = _PathRows([_PathExpander(k, 0.0, s) for s in seeds])
+        stopped = best_first_rows(early, budget, [depth] * rows, width, enough)
+        for got, tree in zip(stopped, full, strict=True):
+            assert got == tree.prefix(len(got)), (seed, width, k)
+        assert kept(stopped) == kept(full), (seed, width, k)
+        fewer += early.steps < whole.steps
+    assert fewer >= 24  # of 32 batches
 
 
 @pytest.mark.parametrize("width", [2, 8])
