@@ -1,8 +1,10 @@
 """`BatchBudget`: cost-aware drafting across a batch (`tree.budget=auto`, `chain.window=auto` at concurrency > 1).
 
 A batched round runs one ragged verify forward for every live row; the rows' real tokens run packed
-through every per-token op, so a round costs about what its real tokens cost, whatever the widest row
-(`inference.targets.ragged_forward`). Two choices per round, both from measured costs:
+through every per-token op, but attention runs every row as wide as the widest
+(`inference.targets.ragged_forward`), and on a CPU that is not small: on 2 Zen 4 cores (bf16, 4 rows after
+400 cached tokens) windows of 9, 1, 1, 1 tokens cost 68 ms where 3, 3, 3, 3 cost 51 and 9, 9, 9, 9 cost 92.
+So a round costs its real tokens plus its pad slots. Two choices per round, both from measured costs:
 
 - **Whether the batch drafts** (before drafting): the batch drafts while its drafting rounds commit more
   tokens per second of wall time (every row's tokens over the whole round: the drafts, the verify, the
@@ -17,18 +19,21 @@ through every per-token op, so a round costs about what its real tokens cost, wh
   row's drafting costs the others what a per-row rate cannot see, and a plain row in a drafting round
   would measure the drafting rows' cost as its own.
 - **How many drafts each row keeps**: every drafting row's best-first drafts (every prefix is a valid
-  draft) compete in one list, the most likely first (`merged_gains`), and the batch keeps the first t of
-  them for the t that maximises its expected committed tokens per second, (live rows + the t drafts'
-  acceptances) / (the round's draft seconds + verify(B rows, B + t tokens, L)). A row whose drafts are
-  likely keeps many while a row whose drafts are not keeps none; t = 0 verifies every root alone.
+  draft) compete in one list, the most likely first (`merged_gains`), and the batch keeps the drafts that
+  maximise its expected committed tokens per second, (live rows + the kept drafts' acceptances) / (the
+  round's draft seconds + verify(B rows, B + t tokens, L) + pad(L) x the pad slots of the widest row's
+  width W): the first t of the list under each cap on a row's drafts (`best_choice`). A row whose drafts
+  are likely keeps more while a row whose drafts are not keeps none, as far as the width pays; t = 0
+  verifies every root alone. DominoTree's rows grow their trees together, and the build stops once the
+  nodes built hold this choice whatever the nodes still to build (`batch_prefix_settled`).
 
 verify(T, L) is a `VerifyCurve` over the batch's real tokens T and the longest row's cached tokens L
 (every row's queries attend over that many key slots), measured with ragged forwards of B rows x equal
-widths over a batch of cached prompts at two lengths (`measure_batch_curve`, once per decoder and
-concurrency), then corrected by the verify forwards the rounds time (`ObservedCosts` per rows and real
+widths over a batch of cached prompts at two lengths, pad(L) with one uneven layout beside them
+(`measure_batch_curve`, once per decoder and concurrency), then corrected by the verify forwards the rounds time (`ObservedCosts` per rows and real
 tokens, kept by the decoder per concurrency; `calibrate=False` takes the curve as given): one
-measurement with random prompts, in one moment, would otherwise steer every round of the run, and a
-packed forward of unequal rows attends over a padded layout the equal widths do not have. B is the rows
+measurement with random prompts, in one moment, would otherwise steer every round of the run (the
+timed seconds less the predicted pad slots' correct the real tokens' part). B is the rows
 the forward computes: the live rows (a draining batch moves them first and runs them alone,
 `BatchedDecoder`).
 DominoTree's conditional scores and DDTree's marginal ones enter only as the acceptances of their drafts
@@ -39,7 +44,8 @@ stays lossless.
 from __future__ import annotations
 
 import heapq
-from collections.abc import Sequence
+from collections import Counter
+from collections.abc import Callable, Sequence
 from typing import Any
 
 import torch
@@ -69,32 +75,58 @@ def merged_gains(gains: dict[int, Sequence[float]]) -> list[tuple[int, float]]:
     return order
 
 
-def batch_prefix_settled(gains: Sequence[float], bound: float | None, rows: int, costs: Sequence[float]) -> bool:
+def best_choice(
+    order: Sequence[tuple[int, float]], rows: int, cost: Callable[[int, int], float]
+) -> tuple[dict[int, int], float]:
+    """The drafts of `order` ((row, acceptance) pairs, `merged_gains`) a round keeps to maximise its
+    expected tokens per second, as {row: its first n drafts} (rows keeping none left out), and that rate:
+    (rows + their acceptances) / cost(t, width) for t drafts in a forward `width` = 1 + the most one row
+    keeps. A forward is as wide as its widest row (the others' columns are pad slots), so the choice is
+    the best first t of `order` under each cap on the drafts a row keeps; the smaller choice on ties."""
+    best: tuple[dict[int, int], float] = ({}, rows / cost(0, 1))
+    most = max(Counter(r for r, _ in order).values(), default=0)
+    for cap in range(1, most + 1):
+        kept: dict[int, int] = {}
+        widest, expected, t = 1, float(rows), 0
+        for r, gain in order:
+            if kept.get(r, 0) == cap:
+                continue
+            kept[r] = kept.get(r, 0) + 1
+            widest, expected, t = max(widest, kept[r] + 1), expected + gain, t + 1
+            if (rate := expected / cost(t, widest)) > best[1]:
+                best = (dict(kept), rate)
+    return best
+
+
+def batch_prefix_settled(
+    gains: dict[int, Sequence[float]], bound: float | None, rows: int, cost: Callable[[int, int], float], limit: int
+) -> bool:
     """Whether the drafts built so far already hold the batch's best choice (`BatchBudget.settle`), so that
-    a builder may stop: `gains` = the acceptances of the drafts that surely lead their rows' best-first
-    orders, `bound` = the most any draft not yet built could gain (None: no row can build more), `costs[t]`
-    = seconds of a round that keeps t drafts (at least what it drafted so far, plus its verify). True when
-    no choice of m drafts with some not yet built (at best the m largest of `gains` and m copies of
-    `bound`) can reach the rate of the best prefix of `gains`, for every m up to len(costs) - 1 (as
-    `budget.prefix_settled` for one row)."""
+    a builder may stop: `gains` = each row's acceptances of the drafts that surely lead its best-first
+    order, `bound` = the most any draft not yet built could gain (None: no row can build more), `cost(t,
+    width)` = seconds of a round that keeps t drafts in a forward `width` wide (at least what it drafted so
+    far, plus its verify), `limit` = the most drafts a round may keep. True when no choice of m drafts
+    with one or more not yet built (at best: `bound`, then the m - 1 largest of `gains` and copies of
+    `bound`, spread as evenly as the rows allow) can reach the rate of the best prefix of the drafts built,
+    for every m up to `limit` (as `budget.prefix_settled` for one row)."""
     if bound is None:
         return True
-    gains = sorted(gains, reverse=True)
-    expected = float(rows)
-    surely = expected / costs[0]
-    for t, gain in enumerate(gains[: len(costs) - 1], 1):
-        expected += gain
-        surely = max(surely, expected / costs[t])
-    expected, i = float(rows), 0
-    for m in range(1, len(costs)):
-        if i < len(gains) and gains[i] >= bound:
-            expected += gains[i]
-            i += 1
-        else:
-            expected += bound
-        if expected / costs[m] > surely:
+    order = merged_gains(gains)[:limit]
+    _, surely = best_choice(order, rows, cost)
+    expected, i = float(rows) + bound, 0  # a choice with a draft not yet built: that draft, then the best m - 1
+    for m in range(1, limit + 1):
+        if m > 1:
+            if i < len(order) and order[i][1] >= bound:
+                expected += order[i][1]
+                i += 1
+            else:
+                expected += bound
+        if expected / cost(m, 1 + -(-m // rows)) > surely:  # m drafts make some row at least this wide
             return False
     return True
+
+
+PAD_WIDTH = 8  # the widest row of the uneven layout a batch curve times its pad slots with
 
 
 @torch.inference_mode()
@@ -110,32 +142,48 @@ def measure_batch_curve(
 ) -> VerifyCurve:
     """Median seconds of a ragged forward of `rows` rows x each width after cached random prompts of
     `prompt_tokens` tokens (`time_in_turn`), and again after `far` more cached tokens (None: once), as a
-    curve over total tokens (rows x width)."""
+    curve over total tokens (rows x width). With several rows, an uneven layout is timed in the same turns
+    (one row `PAD_WIDTH` wide, the others 1 token): what it costs beyond the equal layouts' curve at its
+    real tokens, per pad slot, is the curve's `pad_seconds` (a packed forward computes only real tokens,
+    but attention runs every row as wide as the widest)."""
     g = torch.Generator().manual_seed(seed)
     vocab, device = target.config.vocab_size, target.device
     widths = sorted(set(widths))
+    wide = min(PAD_WIDTH, widths[-1]) if rows > 1 else 1
+    uneven = (wide, *[1] * (rows - 1))  # its key among the widths
+    tokens = [rows * w for w in widths]
 
-    def timed_after(length: int) -> list[float]:
-        cache = target.new_ragged_cache(rows, capacity=length + widths[-1] + 1)
+    def timed_after(length: int) -> tuple[list[float], float | None]:
+        cache = target.new_ragged_cache(rows, capacity=length + max(widths[-1], wide) + 1)
         prompts = [torch.randint(0, vocab, (length,), generator=g).to(device) for _ in range(rows)]
         target.prefill_ragged(prompts, cache, layer_ids=layer_ids)
+        layouts = {w: [w] * rows for w in widths}
+        if wide > 1:
+            layouts[uneven] = list(uneven)
         inputs = {
-            w: RaggedWindow.prompts([torch.randint(0, vocab, (w,), generator=g) for _ in range(rows)], 0, device)
-            for w in widths
+            key: RaggedWindow.prompts([torch.randint(0, vocab, (w,), generator=g) for w in row_widths], 0, device)
+            for key, row_widths in layouts.items()
         }
 
         def reset() -> None:
             for r in range(rows):
                 cache.crop(r, length)
 
-        run = lambda w: target.forward_ragged(inputs[w], cache, layer_ids=layer_ids)  # noqa: E731
-        return time_in_turn(run, reset, widths, repeats, device)
+        run = lambda key: target.forward_ragged(inputs[key], cache, layer_ids=layer_ids)  # noqa: E731
+        seconds = time_in_turn(run, reset, list(layouts), repeats, device)
+        if wide == 1:
+            return seconds, None
+        real = sum(uneven)
+        equal = VerifyCurve(tokens, seconds[: len(widths)], length)(real)  # the equal layouts at its real tokens
+        return seconds[: len(widths)], max(seconds[-1] - equal, 0.0) / (rows * wide - real)
 
     start = max(prompt_tokens, 1)
-    tokens = [rows * w for w in widths]
+    near, near_pad = timed_after(start)
     if not far:
-        return VerifyCurve(tokens, timed_after(start), start)
-    return VerifyCurve(tokens, timed_after(start), start, timed_after(start + far), start + far)
+        return VerifyCurve(tokens, near, start, pad_seconds=None if near_pad is None else [near_pad])
+    far_seconds, far_pad = timed_after(start + far)
+    pads = None if near_pad is None else [near_pad, far_pad]
+    return VerifyCurve(tokens, near, start, far_seconds, start + far, pad_seconds=pads)
 
 
 class _PlainRound:
@@ -201,22 +249,25 @@ class BatchBudget:
         """When a batched build may stop (`build.best_first_rows`'s `enough`: DominoTree's head steps): once
         the nodes every row built hold the batch's best choice whatever the nodes still to build
         (`batch_prefix_settled`), on this round's costs: the seconds drafted so far, then the verify of the
-        live rows and t drafts after the longest row's context."""
+        live rows' real tokens and pad slots after the longest row's context."""
         clock = self.decoder.clock
         rows, started = len(states), clock.now()
         context = max(s.length for s in states)
         verify: list[float] = []
 
         def enough(leading: dict[int, Leading]) -> bool:
-            predict = self.decoder.acceptance.predict
+            predict, limit = self.decoder.acceptance.predict, rows * (self.max_window() - 1)
             if not verify:  # the first judgement of the round: every t the batch's trees could keep
-                limit = rows * (self.max_window() - 1)
                 verify.extend(self.cost(rows, rows + t, context) for t in range(limit + 1))
+            pad, drafted = self.pad(context), clock.now() - started
             bound = max(node.bound for node in leading.values())
             most = predict([bound])[0] if bound > float("-inf") else None
-            gains = [g for node in leading.values() for g in predict(node.scores)]
-            drafted = clock.now() - started
-            return batch_prefix_settled(gains, most, rows, [drafted + v for v in verify])
+            gains = {r: predict(node.scores) for r, node in leading.items()}
+
+            def cost(t: int, width: int) -> float:
+                return drafted + verify[t] + pad * max(rows * width - rows - t, 0)
+
+            return batch_prefix_settled(gains, most, rows, cost, limit)
 
         return enough
 
@@ -233,12 +284,16 @@ class BatchBudget:
         state.stats.predicted.append(1.0)
         return PLAIN
 
-    def cost(self, rows: int, tokens: int, context: int | None = None) -> float:
+    def cost(self, rows: int, tokens: int, context: int | None = None, width: int = 1) -> float:
         """Seconds of a batch verify of `tokens` real tokens over `rows` rows whose longest row has `context`
-        cached tokens (None: the curve's prompt), never 0."""
-        if self.timed is not None:
-            return max(self.timed(tokens, context, rows), 1e-9)
-        return max(self.curve(tokens, context), 1e-9)
+        cached tokens (None: the curve's prompt), `width` columns wide (the widest row's window: every
+        other row's columns up to it are pad slots, `VerifyCurve.pad`), never 0."""
+        real = self.timed(tokens, context, rows) if self.timed is not None else self.curve(tokens, context)
+        return max(real + self.pad(context) * max(rows * width - tokens, 0), 1e-9)
+
+    def pad(self, context: int | None = None) -> float:
+        """Seconds of one pad slot of a batch forward after `context` cached tokens (the measured curve's)."""
+        return self.curve.pad(context) if self.curve is not None else 0.0
 
     def settle(
         self,
@@ -254,19 +309,17 @@ class BatchBudget:
         row's queries attend over."""
         built = {r: d for r, d in drafts.items() if isinstance(d, Candidates)}
         order = merged_gains({r: b.gains for r, b in built.items()})
-        kept = dict.fromkeys(built, 0)
-        best_t, best_rate, expected = 0, -1.0, float(len(drafts))
-        for t in range(len(order) + 1):
-            if t:
-                expected += order[t - 1][1]
-            if (rate := expected / (draft_s + self.cost(batch_rows, batch_rows + t, context))) > best_rate:
-                best_t, best_rate = t, rate
-        for r, _ in order[:best_t]:
-            kept[r] += 1
+        verify = [self.cost(batch_rows, batch_rows + t, context) for t in range(len(order) + 1)]
+        pad = self.pad(context)
+
+        def cost(t: int, width: int) -> float:
+            return draft_s + verify[t] + pad * max(batch_rows * width - batch_rows - t, 0)
+
+        kept, _ = best_choice(order, len(drafts), cost)
         settled = dict(drafts)
         for r, b in built.items():
-            settled[r] = self.decoder.keep(states[r], b, kept[r])
-        return settled, batch_rows + best_t
+            settled[r] = self.decoder.keep(states[r], b, kept.get(r, 0))
+        return settled, batch_rows + sum(kept.values())
 
     def end_round(
         self,
@@ -278,15 +331,19 @@ class BatchBudget:
         tokens_verified: int | None = None,
         verify_s: float | None = None,
         context: int | None = None,
+        width: int = 1,
     ) -> None:
         """Feed the gate one round: `tokens` committed by its `rows` live rows in `seconds` of wall time
         (drafts, the forward, every judge and commit), `drafted` when any row drafted; the gate sees the
         round's rate over the plain rate of `rows` rows in a forward of `batch_rows` (module doc), so a
         plain round of any size scores about 1; a retry's catch-up projection is left out. The round's
         verify forward (`tokens_verified` real tokens over `batch_rows` rows, None: one a row, in
-        `verify_s`, its longest row after `context` cached tokens) corrects the cost curve first."""
+        `verify_s`, its longest row after `context` cached tokens, `width` columns wide) corrects the cost
+        curve first: its seconds less its pad slots' (`pad`) correct the real tokens' curve."""
         if self.timed is not None and verify_s is not None:
-            self.timed.observe(tokens_verified or batch_rows, verify_s, context, batch_rows)
+            real = tokens_verified or batch_rows
+            padded = self.pad(context) * max(batch_rows * width - real, 0)
+            self.timed.observe(real, max(verify_s - padded, 1e-9), context, batch_rows)
         plain_round = self.cost(batch_rows, batch_rows, context)  # seconds of a plain round's forward, these rows
         self.gate().record(drafted, tokens * plain_round / rows, seconds - self.catch_up_s, plain_estimate=1.0)
 

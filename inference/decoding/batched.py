@@ -373,7 +373,7 @@ class BatchedDecoder:
             stats.round_s.append(seconds)
         if budget is not None:
             verify_s = forward_s if clock.exact else None  # unsynchronised, it timed the launches only
-            budget.end_round(drafted, committed, seconds, rows, rows, real, verify_s, context)
+            budget.end_round(drafted, committed, seconds, rows, rows, real, verify_s, context, batch.width)
 
     @staticmethod
     def _watch(

@@ -27,6 +27,7 @@ import statistics
 import time
 from collections.abc import Callable, Sequence
 from dataclasses import asdict, dataclass
+from typing import Any
 
 import torch
 
@@ -59,6 +60,9 @@ class VerifyCurve:
     prompt_tokens: int  # the cached prompt length it was measured after
     far_seconds: list[float] | None = None
     far_tokens: int | None = None
+    # a batch curve's seconds per pad slot (a row's column past its own window, up to the widest row's),
+    # after the prompt and after far_tokens; None: not measured (a batch-1 curve has no pad)
+    pad_seconds: list[float] | None = None
 
     def __post_init__(self) -> None:
         self.seconds = non_decreasing(self.seconds)
@@ -83,6 +87,17 @@ class VerifyCurve:
             return near
         return max(near + slope * (context - self.prompt_tokens), 0.0)
 
+    def pad(self, context: int | None = None) -> float:
+        """Seconds one pad slot adds to a batch forward after `context` cached tokens (None: the prompt's):
+        linear in the context between the two measured ones, never below 0; 0 when not measured."""
+        if not self.pad_seconds:
+            return 0.0
+        near = self.pad_seconds[0]
+        if context is None or len(self.pad_seconds) < 2 or self.far_tokens is None:
+            return near
+        slope = (self.pad_seconds[1] - near) / (self.far_tokens - self.prompt_tokens)
+        return max(near + slope * (context - self.prompt_tokens), 0.0)
+
     def to_dict(self) -> dict:
         return asdict(self)
 
@@ -96,11 +111,11 @@ def _interpolate(xs: list[int], ys: list[float], n: int) -> float:
 
 
 def time_in_turn(
-    run: Callable[[int], None], reset: Callable[[], None], windows: list[int], repeats: int, device: torch.device
+    run: Callable[[Any], None], reset: Callable[[], None], windows: Sequence[Any], repeats: int, device: torch.device
 ) -> list[float]:
-    """Median seconds of `run(w)` for each window, the windows timed in turn `repeats` times (after two
-    untimed passes), `reset()` after each run."""
-    times: dict[int, list[float]] = {w: [] for w in windows}
+    """Median seconds of `run(w)` for each window (any key `run` reads), the windows timed in turn
+    `repeats` times (after two untimed passes), `reset()` after each run."""
+    times: dict[Any, list[float]] = {w: [] for w in windows}
     for i in range(repeats + 2):
         for w in windows:
             if device.type == "cuda":

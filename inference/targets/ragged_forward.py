@@ -16,8 +16,9 @@ whose live rows the decoder keeps first, only those (read as views of the storag
 
 Where rows verify windows of different widths, the pad columns are not computed: the window's real
 tokens run packed through every per-token op (norms, linears, rotary, MLP, the lm_head) and are laid
-out padded only for attention (`Packing`), so a round's cost follows its real tokens, and a row that
-drafts more costs the others little. Pad queries are zeros there; their K/V slots hold zeros.
+out padded only for attention (`Packing`). Pad queries are zeros there; their K/V slots hold zeros. On
+a CPU the padded attention is not free (it grows with the cached context): a cost-aware batch prices
+the pad slots of the widest row (`inference.decoding.batch_budget`).
 
 The span is part of the forward's shape: the attention kernel blocks over the keys, so a row attending
 next to a longer row can round differently from the same row alone (masked slots add nothing, but the

@@ -4,7 +4,7 @@ batch's real tokens, and the batch's gate over whole rounds, on hand-made costs 
 import pytest
 import torch
 
-from inference.decoding.batch_budget import PLAIN, BatchBudget, batch_prefix_settled
+from inference.decoding.batch_budget import PLAIN, BatchBudget, batch_prefix_settled, best_choice
 from inference.decoding.cost_model import VerifyCurve
 from inference.decoding.draft_gate import FIRST_PAUSE, PROBE_ROUNDS
 from inference.decoding.options import DecodeOptions
@@ -195,8 +195,32 @@ def test_a_draining_batch_feeds_the_same_gate_in_plain_rate_units():
 def test_a_build_may_stop_once_no_draft_still_to_build_could_be_kept():
     """`batch_prefix_settled`: 2 rows, a round of 10 ms + 1 ms per kept draft. Built drafts of 0.9 and 0.5:
     a draft still to build that gains at most 0.05 could not pay for its millisecond, one of 0.3 could."""
-    costs = [0.010 + 0.001 * t for t in range(9)]
-    assert batch_prefix_settled([0.5, 0.9], 0.05, 2, costs)
-    assert not batch_prefix_settled([0.5, 0.9], 0.3, 2, costs)
-    assert batch_prefix_settled([0.5, 0.9], None, 2, costs)  # no row can build more
-    assert not batch_prefix_settled([], 0.3, 2, costs)  # nothing built yet, and a draft of 0.3 pays
+
+    def cost(t, width):
+        return 0.010 + 0.001 * t
+
+    assert batch_prefix_settled({0: [0.9], 1: [0.5]}, 0.05, 2, cost, 8)
+    assert not batch_prefix_settled({0: [0.9], 1: [0.5]}, 0.3, 2, cost, 8)
+    assert batch_prefix_settled({0: [0.9], 1: [0.5]}, None, 2, cost, 8)  # no row can build more
+    assert not batch_prefix_settled({0: [], 1: []}, 0.3, 2, cost, 8)  # nothing built yet, and a draft of 0.3 pays
+
+
+def test_pad_slots_make_a_lopsided_choice_dearer():
+    """A forward is as wide as its widest row: with pad slots priced, two rows' first drafts beat one row's
+    second (the same acceptance), and a batch curve's pad cost grows with the context."""
+    curve = VerifyCurve([2, 64], [0.010, 0.010 + 62e-3], 16, far_seconds=[0.012, 0.080], far_tokens=528)
+    curve.pad_seconds = [0.5e-3, 1.5e-3]
+    assert curve.pad(16) == pytest.approx(0.5e-3) and curve.pad(528) == pytest.approx(1.5e-3)
+    assert curve.pad(272) == pytest.approx(1.0e-3)
+    budget = BatchBudget(_Decoder(curve), 2, calibrate=False)
+    assert budget.cost(2, 4, 16, width=3) == pytest.approx(curve(4, 16) + 2 * 0.5e-3)  # row 1: 2 pad slots
+    order = [(0, 0.7), (0, 0.6), (1, 0.6)]  # row 0's second draft before row 1's first
+
+    def cost(t, width):
+        return budget.cost(2, 2 + t, 16, width)
+
+    kept, _ = best_choice(order, 2, cost)
+    assert kept in ({0: 1, 1: 1}, {0: 1}, {0: 2, 1: 1})  # never row 0's two drafts without row 1's
+    assert best_choice(order, 2, lambda t, width: 1.0 + 0.01 * t + 10.0 * (width - 1 - t / 2))[0] == {0: 1, 1: 1}
+    flat = BatchBudget(_Decoder(VerifyCurve([2, 64], [0.010, 0.072], 16)), 2, calibrate=False)
+    assert flat.pad(16) == 0.0  # a curve without pad timings prices none

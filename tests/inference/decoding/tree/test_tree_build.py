@@ -3,13 +3,12 @@ a case where the path-conditional correction must change the tree."""
 
 import itertools
 import math
-from collections import Counter
 
 import pytest
 import torch
 
 from inference import DominoDrafter, load_target
-from inference.decoding.batch_budget import batch_prefix_settled, merged_gains
+from inference.decoding.batch_budget import batch_prefix_settled, best_choice, merged_gains
 from inference.decoding.budget import best_prefix, prefix_settled
 from inference.decoding.tree.build import (
     best_first,
@@ -212,18 +211,17 @@ def test_a_batch_s_build_stops_once_it_holds_the_batch_s_choice():
     def gains(scores):  # a monotone acceptance map, as AcceptanceModel's
         return [0.9 * math.exp(s) for s in scores]
 
-    costs = [6.0 + 27.0 + 0.8 * t for t in range(rows * budget + 1)]  # drafting, then a verify of 4 + t tokens
+    def cost(t, width):  # drafting, a verify of 4 + t tokens, and each pad slot of a `width`-wide forward
+        return 6.0 + 27.0 + 0.8 * t + 0.3 * max(rows * width - rows - t, 0)
 
     def enough(leading):
         bound = max(node.bound for node in leading.values())
         most = gains([bound])[0] if bound > float("-inf") else None
-        return batch_prefix_settled([g for n in leading.values() for g in gains(n.scores)], most, rows, costs)
+        return batch_prefix_settled({r: gains(n.scores) for r, n in leading.items()}, most, rows, cost, rows * budget)
 
-    def kept(trees):  # the batch's choice (`BatchBudget.settle`): the first t of the merged drafts
-        order = merged_gains({r: gains(t.scores) for r, t in enumerate(trees)})
-        rates = [(rows + sum(g for _, g in order[:t])) / costs[t] for t in range(len(order) + 1)]
-        t = max(range(len(rates)), key=rates.__getitem__)
-        return sorted(Counter(r for r, _ in order[:t]).items())
+    def kept(trees):  # the batch's choice (`BatchBudget.settle`)
+        kept, _ = best_choice(merged_gains({r: gains(t.scores) for r, t in enumerate(trees)}), rows, cost)
+        return kept
 
     fewer = 0
     for seed, width, k in itertools.product(range(8), (2, 8), (3, 8)):
@@ -236,7 +234,7 @@ def test_a_batch_s_build_stops_once_it_holds_the_batch_s_choice():
             assert got == tree.prefix(len(got)), (seed, width, k)
         assert kept(stopped) == kept(full), (seed, width, k)
         fewer += early.steps < whole.steps
-    assert fewer >= 24  # of 32 batches
+    assert fewer >= 16  # of 32 batches
 
 
 @pytest.mark.parametrize("width", [2, 8])
