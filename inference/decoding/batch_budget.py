@@ -30,12 +30,12 @@ So a round costs its real tokens plus its pad slots. Two choices per round, both
 verify(T, L) is a `VerifyCurve` over the batch's real tokens T and the longest row's cached tokens L
 (every row's queries attend over that many key slots), measured with ragged forwards of B rows x equal
 widths over a batch of cached prompts at two lengths, pad(L) with one uneven layout beside them
-(`measure_batch_curve`, once per decoder and concurrency), then corrected by the verify forwards the rounds time (`ObservedCosts` per rows and real
-tokens, kept by the decoder per concurrency; `calibrate=False` takes the curve as given): one
-measurement with random prompts, in one moment, would otherwise steer every round of the run (the
-timed seconds less the predicted pad slots' correct the real tokens' part). B is the rows
-the forward computes: the live rows (a draining batch moves them first and runs them alone,
-`BatchedDecoder`).
+(`measure_batch_curve`, once per decoder and concurrency), then corrected by the verify forwards the
+rounds time (`ObservedCosts` per rows and real tokens, kept by the decoder per concurrency;
+`calibrate=False` takes the curve as given): one measurement with random prompts, in one moment, would
+otherwise steer every round of the run (the timed seconds less the predicted pad slots' correct the real
+tokens' part). B is the rows the forward computes: the live rows (a draining batch moves them first and
+runs them alone, `BatchedDecoder`).
 DominoTree's conditional scores and DDTree's marginal ones enter only as the acceptances of their drafts
 (`AcceptanceModel`), so both compete under the same rule. Verification is unchanged, so every choice
 stays lossless.
