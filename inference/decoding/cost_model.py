@@ -164,32 +164,43 @@ def measure_verify_curve(
 
 class ObservedCosts:
     """Seconds of a verify over n tokens of `rows` rows after `context` cached tokens: the curve there,
-    times the running ratio of timed to predicted seconds at that size (each size's ratio starts from
-    the ratio over every size, which also serves the sizes not timed yet; newest weighted `weight`).
+    times the running ratio of timed to predicted seconds at that size (newest weighted `weight`). A size
+    not timed yet takes the running ratio of its row count's sizes, or before any, the ratio over every
+    size; a size's first ratio starts from there.
 
     A rule that chose a width the curve made too cheap pays for it once or twice, then sees it dearer;
-    the curve's shape in width and context carries the correction to sizes and contexts not timed."""
+    the curve's shape in width and context carries the correction to sizes and contexts not timed. The
+    ratio per row count matters to a batch: its rounds time a few sizes often and the rest rarely, and
+    with one fallback over every row count, which draining rounds pulled down, the rarely timed sizes read
+    1.0 while the full batch's sizes ran 1.2-1.4x the curve (2 Zen 4 cores, 4 rows): larger drafts
+    looked a quarter cheaper than they were."""
 
     def __init__(self, curve: VerifyCurve, weight: float = 0.25) -> None:
         self.curve, self.weight = curve, weight
         self.ratios: dict[tuple[int, int], float] = {}  # (rows, tokens) -> running timed / curve seconds
+        self.by_rows: dict[int, float] = {}  # rows -> running timed / curve seconds over their sizes
         self.ratio = 1.0  # running timed / curve seconds over every size
         self.observations = 0
+
+    def _fallback(self, rows: int) -> float:
+        return self.by_rows.get(rows, self.ratio)
 
     def observe(self, n: int, seconds: float, context: int | None = None, rows: int = 1) -> None:
         ratio = seconds / max(self.curve(n, context), 1e-9)
         w = self.weight if self.observations else 1.0
         self.ratio = (1 - w) * self.ratio + w * ratio
         key = (rows, n)
-        self.ratios[key] = (1 - self.weight) * self.ratios.get(key, self.ratio) + self.weight * ratio
+        self.ratios[key] = (1 - self.weight) * self.ratios.get(key, self._fallback(rows)) + self.weight * ratio
+        self.by_rows[rows] = (1 - self.weight) * self._fallback(rows) + self.weight * ratio
         self.observations += 1
 
     def __call__(self, n: int, context: int | None = None, rows: int = 1) -> float:
-        return self.curve(n, context) * self.ratios.get((rows, n), self.ratio)
+        return self.curve(n, context) * self.ratios.get((rows, n), self._fallback(rows))
 
     def to_dict(self) -> dict:
         ratios = {f"{rows} rows, {n} tokens": r for (rows, n), r in sorted(self.ratios.items())}
-        return {"ratios": ratios, "ratio": self.ratio, "observations": self.observations}
+        by_rows = {f"{rows} rows": r for rows, r in sorted(self.by_rows.items())}
+        return {"ratios": ratios, "by_rows": by_rows, "ratio": self.ratio, "observations": self.observations}
 
 
 @dataclass

@@ -80,10 +80,22 @@ def test_timed_forwards_rescale_the_curve_per_size_at_their_context():
     costs.observe(4, 0.020)  # timed at the curve's cost: the ratio over every size falls ...
     assert costs.ratio == pytest.approx(1.25) and costs(32) == pytest.approx(0.030 * 1.25)
     assert costs(16, 528) == pytest.approx(0.045)  # ... while a size timed before keeps its own
-    assert costs(4) == pytest.approx(0.020 * (1.25 + 1.0) / 2)  # a size's first ratio starts from the overall one
+    assert costs(4) == pytest.approx(0.020 * (1.5 + 1.0) / 2)  # a size's first ratio starts from its rows' one
     costs.observe(8, 0.100, rows=2)  # 8 tokens over 2 rows: not the same forward as 1 row x 8
     keys = {"1 rows, 4 tokens", "1 rows, 16 tokens", "2 rows, 8 tokens"}
     assert costs(8, rows=2) > costs(8) and set(costs.to_dict()["ratios"]) == keys
+
+
+def test_a_size_not_timed_yet_takes_its_row_count_s_ratio():
+    """A batch's full rounds run 1.4x the curve while its draining rounds run 0.8x: a size of the full
+    batch not timed yet reads 1.4x, not the ratio over every round (which the drains pull down)."""
+    costs = ObservedCosts(VerifyCurve([4, 32], [0.020, 0.040], 16), weight=0.25)
+    for _ in range(20):
+        costs.observe(4, 0.020 * 0.8, rows=2)
+        costs.observe(3, 0.020 * 0.8, rows=3)
+        costs.observe(8, costs.curve(8) * 1.4, rows=4)
+    assert costs.ratio < 1.1 and costs(16, rows=4) == pytest.approx(costs.curve(16) * 1.4, rel=1e-2)
+    assert costs.to_dict()["by_rows"]["4 rows"] == pytest.approx(1.4, rel=1e-2)
 
 
 def test_the_verify_curve_is_measured_on_the_target(qwen_target):
