@@ -75,6 +75,9 @@ def merged_gains(gains: dict[int, Sequence[float]]) -> list[tuple[int, float]]:
     return order
 
 
+NEGLIGIBLE = 0.01  # a draft expected to add less than this many tokens is never kept (nor searched over)
+
+
 def best_choice(
     order: Sequence[tuple[int, float]], rows: int, cost: Callable[[int, int], float]
 ) -> tuple[dict[int, int], float]:
@@ -82,8 +85,11 @@ def best_choice(
     expected tokens per second, as {row: its first n drafts} (rows keeping none left out), and that rate:
     (rows + their acceptances) / cost(t, width) for t drafts in a forward `width` = 1 + the most one row
     keeps. A forward is as wide as its widest row (the others' columns are pad slots), so the choice is
-    the best first t of `order` under each cap on the drafts a row keeps; the smaller choice on ties."""
+    the best first t of `order` under each cap on the drafts a row keeps; the smaller choice on ties.
+    Drafts below `NEGLIGIBLE` are left out (a best-first tree's tail: most of a 32-node tree's, and the
+    search is over caps x drafts)."""
     best: tuple[dict[int, int], float] = ({}, rows / cost(0, 1))
+    order = [(r, gain) for r, gain in order if gain >= NEGLIGIBLE]
     most = max(Counter(r for r, _ in order).values(), default=0)
     for cap in range(1, most + 1):
         kept: dict[int, int] = {}
