@@ -255,7 +255,7 @@ def test_cost_aware_rows_size_their_drafts_across_the_batch_and_stay_ar(any_tiny
         sizes = [n for g in got for n in g.stats.draft_sizes]
         assert len(sizes) == sum(len(g.stats.accept_lengths) for g in got) and max(sizes) <= decoder.max_window() - 1
         if concurrency == 2:
-            assert max(sizes) >= 3 and max(k for g in got for k in g.stats.accept_lengths) > 2  # all but negligible
+            assert max(sizes) >= 2 and max(k for g in got for k in g.stats.accept_lengths) > 2  # all but negligible
         if concurrency == 3:
             assert set(sizes) == {0}
     assert set(decoder.batch_curves) == {2, 3, 4}  # the one not given was measured
