@@ -3,7 +3,8 @@
 A batched round runs one ragged verify forward for every live row; the rows' real tokens run packed
 through every per-token op, but attention runs every row as wide as the widest
 (`inference.targets.ragged_forward`), and on a CPU that is not small: on 2 Zen 4 cores (bf16, 4 rows after
-400 cached tokens) windows of 9, 1, 1, 1 tokens cost 68 ms where 3, 3, 3, 3 cost 51 and 9, 9, 9, 9 cost 92.
+400 cached tokens) windows of 9, 1, 1, 1 tokens cost 45 ms where 3, 3, 3, 3 cost 33 and 9, 9, 9, 9 cost 61
+(`benchmarks/ragged_widths.py`).
 So a round costs its real tokens plus its pad slots. Two choices per round, both from measured costs:
 
 - **Whether the batch drafts** (before drafting): the batch drafts while its drafting rounds commit more
