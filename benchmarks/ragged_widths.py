@@ -6,7 +6,8 @@
 A ragged verify runs the rows' real tokens packed through every per-token op, but attention runs every
 row as wide as the widest (`inference.targets.ragged_forward`): each layout's median seconds over
 `--repeats` forwards after cached random prompts of each context length, the layouts timed in turn
-(`time_in_turn`), with the drafter layers' features captured as decoding does. Layouts of the same real
+(`inference.decoding.batch_budget.time_layouts`, as the batch curve times them), with the drafter
+layers' features captured as decoding does. Layouts of the same real
 tokens and different widths give the price of a pad slot, which `tree.budget=auto` at concurrency > 1
 reads from the batch curve (`VerifyCurve.pad`).
 """
@@ -18,8 +19,7 @@ import argparse
 import torch
 
 from inference import load_target
-from inference.decoding.cost_model import time_in_turn
-from inference.targets.ragged_window import RaggedWindow
+from inference.decoding.batch_budget import time_layouts
 
 LAYOUTS = ["3,3,3,3", "9,1,1,1", "9,9,9,9", "4,4,4,4", "13,1,1,1", "13,13,13,13"]
 
@@ -43,28 +43,12 @@ def main() -> None:
     (batch,) = rows
     target = load_target(args.target, dtype=args.dtype, device="cpu")
     g = torch.Generator().manual_seed(0)
-    vocab = target.config.vocab_size
     print(f"{args.target} ({target.precision_name}, {target.engine}), {batch} rows, threads {torch.get_num_threads()}")
     print("| widths | real tokens | " + " | ".join(f"after {c} cached" for c in args.contexts) + " |")
     print("|---|---|" + "---|" * len(args.contexts))
     seconds = {}
     for context in args.contexts:
-        cache = target.new_ragged_cache(batch, capacity=context + max(map(max, layouts.values())) + 1)
-        prompts = [torch.randint(0, vocab, (context,), generator=g) for _ in range(batch)]
-        target.prefill_ragged(prompts, cache, layer_ids=args.layer_ids)
-        windows = {
-            name: RaggedWindow.prompts([torch.randint(0, vocab, (w,), generator=g) for w in widths], 0, target.device)
-            for name, widths in layouts.items()
-        }
-
-        def reset(cache=cache, context=context) -> None:
-            for r in range(batch):
-                cache.crop(r, context)
-
-        def run(name, cache=cache, windows=windows) -> None:
-            target.forward_ragged(windows[name], cache, layer_ids=args.layer_ids)
-
-        times = time_in_turn(run, reset, list(layouts), args.repeats, target.device)
+        times = time_layouts(target, list(layouts.values()), context, args.layer_ids, args.repeats, g)
         seconds[context] = dict(zip(layouts, times, strict=True))
     for name, widths in layouts.items():
         cells = " | ".join(f"{1e3 * seconds[c][name]:.1f} ms" for c in args.contexts)

@@ -137,6 +137,36 @@ PAD_WIDTH = 8  # the widest row of the uneven layout a batch curve times its pad
 
 
 @torch.inference_mode()
+def time_layouts(
+    target: TargetModel,
+    layouts: list[Sequence[int]],
+    context: int,
+    layer_ids: list[int] | None = None,
+    repeats: int = 5,
+    generator: torch.Generator | None = None,
+) -> list[float]:
+    """Median seconds of a ragged verify forward of each layout (each row's window width) after cached
+    random prompts of `context` tokens, one row per width, the layouts timed in turn (`time_in_turn`)."""
+    rows = len(layouts[0])
+    if any(len(layout) != rows for layout in layouts):
+        raise ValueError(f"every layout needs {rows} rows, got {[len(layout) for layout in layouts]}")
+    vocab, device = target.config.vocab_size, target.device
+    cache = target.new_ragged_cache(rows, capacity=context + max(map(max, layouts)) + 1)
+    prompts = [torch.randint(0, vocab, (context,), generator=generator).to(device) for _ in range(rows)]
+    target.prefill_ragged(prompts, cache, layer_ids=layer_ids)
+    inputs = [
+        RaggedWindow.prompts([torch.randint(0, vocab, (w,), generator=generator) for w in layout], 0, device)
+        for layout in layouts
+    ]
+
+    def reset() -> None:
+        for r in range(rows):
+            cache.crop(r, context)
+
+    run = lambda i: target.forward_ragged(inputs[i], cache, layer_ids=layer_ids)  # noqa: E731
+    return time_in_turn(run, reset, range(len(layouts)), repeats, device)
+
+
 def measure_batch_curve(
     target: TargetModel,
     rows: int,
@@ -148,36 +178,20 @@ def measure_batch_curve(
     far: int | None = FAR_CONTEXT,
 ) -> VerifyCurve:
     """Median seconds of a ragged forward of `rows` rows x each width after cached random prompts of
-    `prompt_tokens` tokens (`time_in_turn`), and again after `far` more cached tokens (None: once), as a
+    `prompt_tokens` tokens (`time_layouts`), and again after `far` more cached tokens (None: once), as a
     curve over total tokens (rows x width). With several rows, an uneven layout is timed in the same turns
     (one row `PAD_WIDTH` wide, the others 1 token): what it costs beyond the equal layouts' curve at its
     real tokens, per pad slot, is the curve's `pad_seconds` (a packed forward computes only real tokens,
     but attention runs every row as wide as the widest)."""
     g = torch.Generator().manual_seed(seed)
-    vocab, device = target.config.vocab_size, target.device
     widths = sorted(set(widths))
     wide = min(PAD_WIDTH, widths[-1]) if rows > 1 else 1
-    uneven = (wide, *[1] * (rows - 1))  # its key among the widths
+    uneven = [wide, *[1] * (rows - 1)]
+    layouts = [[w] * rows for w in widths] + ([uneven] if wide > 1 else [])
     tokens = [rows * w for w in widths]
 
     def timed_after(length: int) -> tuple[list[float], float | None]:
-        cache = target.new_ragged_cache(rows, capacity=length + max(widths[-1], wide) + 1)
-        prompts = [torch.randint(0, vocab, (length,), generator=g).to(device) for _ in range(rows)]
-        target.prefill_ragged(prompts, cache, layer_ids=layer_ids)
-        layouts = {w: [w] * rows for w in widths}
-        if wide > 1:
-            layouts[uneven] = list(uneven)
-        inputs = {
-            key: RaggedWindow.prompts([torch.randint(0, vocab, (w,), generator=g) for w in row_widths], 0, device)
-            for key, row_widths in layouts.items()
-        }
-
-        def reset() -> None:
-            for r in range(rows):
-                cache.crop(r, length)
-
-        run = lambda key: target.forward_ragged(inputs[key], cache, layer_ids=layer_ids)  # noqa: E731
-        seconds = time_in_turn(run, reset, list(layouts), repeats, device)
+        seconds = time_layouts(target, layouts, length, layer_ids, repeats, g)
         if wide == 1:
             return seconds, None
         real = sum(uneven)
@@ -260,21 +274,17 @@ class BatchBudget:
         clock = self.decoder.clock
         rows, started = len(states), clock.now()
         context = max(s.length for s in states)
-        verify: list[float] = []
+        tables: list[Callable[[int, int], float]] = []
 
         def enough(leading: dict[int, Leading]) -> bool:
             predict, limit = self.decoder.acceptance.predict, rows * (self.max_window() - 1)
-            if not verify:  # the first judgement of the round: every t the batch's trees could keep
-                verify.extend(self.cost(rows, rows + t, context) for t in range(limit + 1))
-            pad, drafted = self.pad(context), clock.now() - started
+            if not tables:  # the first judgement of the round
+                tables.append(self.verify_costs(rows, context, limit))
+            verify, drafted = tables[0], clock.now() - started
             bound = max(node.bound for node in leading.values())
             most = predict([bound])[0] if bound > float("-inf") else None
             gains = {r: predict(node.scores) for r, node in leading.items()}
-
-            def cost(t: int, width: int) -> float:
-                return drafted + verify[t] + pad * max(rows * width - rows - t, 0)
-
-            return batch_prefix_settled(gains, most, rows, cost, limit)
+            return batch_prefix_settled(gains, most, rows, lambda t, w: drafted + verify(t, w), limit)
 
         return enough
 
@@ -291,12 +301,20 @@ class BatchBudget:
         state.stats.predicted.append(1.0)
         return PLAIN
 
-    def cost(self, rows: int, tokens: int, context: int | None = None, width: int = 1) -> float:
+    def cost(self, rows: int, tokens: int, context: int | None = None) -> float:
         """Seconds of a batch verify of `tokens` real tokens over `rows` rows whose longest row has `context`
-        cached tokens (None: the curve's prompt), `width` columns wide (the widest row's window: every
-        other row's columns up to it are pad slots, `VerifyCurve.pad`), never 0."""
-        real = self.timed(tokens, context, rows) if self.timed is not None else self.curve(tokens, context)
-        return max(real + self.pad(context) * max(rows * width - tokens, 0), 1e-9)
+        cached tokens (None: the curve's prompt), its pad slots left out (`verify_costs`), never 0."""
+        if self.timed is not None:
+            return max(self.timed(tokens, context, rows), 1e-9)
+        return max(self.curve(tokens, context), 1e-9)
+
+    def verify_costs(self, rows: int, context: int | None, most: int) -> Callable[[int, int], float]:
+        """Seconds of the verify of `rows` rows and t <= `most` drafts in a forward `width` wide (the widest
+        row's window: the other rows' columns up to it are pad slots, `pad`), as `cost(t, width)`; the real
+        tokens' seconds tabulated once, since a round's choice of drafts asks thousands of times."""
+        real = [self.cost(rows, rows + t, context) for t in range(most + 1)]
+        pad = self.pad(context)
+        return lambda t, width: real[t] + pad * max(rows * width - rows - t, 0)
 
     def pad(self, context: int | None = None) -> float:
         """Seconds of one pad slot of a batch forward after `context` cached tokens (the measured curve's)."""
@@ -316,13 +334,8 @@ class BatchBudget:
         row's queries attend over."""
         built = {r: d for r, d in drafts.items() if isinstance(d, Candidates)}
         order = merged_gains({r: b.gains for r, b in built.items()})
-        verify = [self.cost(batch_rows, batch_rows + t, context) for t in range(len(order) + 1)]
-        pad = self.pad(context)
-
-        def cost(t: int, width: int) -> float:
-            return draft_s + verify[t] + pad * max(batch_rows * width - batch_rows - t, 0)
-
-        kept, _ = best_choice(order, len(drafts), cost)
+        verify = self.verify_costs(batch_rows, context, len(order))
+        kept, _ = best_choice(order, len(drafts), lambda t, width: draft_s + verify(t, width))
         settled = dict(drafts)
         for r, b in built.items():
             settled[r] = self.decoder.keep(states[r], b, kept.get(r, 0))

@@ -213,12 +213,10 @@ def test_pad_slots_make_a_lopsided_choice_dearer():
     assert curve.pad(16) == pytest.approx(0.5e-3) and curve.pad(528) == pytest.approx(1.5e-3)
     assert curve.pad(272) == pytest.approx(1.0e-3)
     budget = BatchBudget(_Decoder(curve), 2, calibrate=False)
-    assert budget.cost(2, 4, 16, width=3) == pytest.approx(curve(4, 16) + 2 * 0.5e-3)  # row 1: 2 pad slots
+    cost = budget.verify_costs(2, 16, 4)
+    assert cost(2, 3) == pytest.approx(curve(4, 16) + 2 * 0.5e-3)  # 2 drafts in row 0, row 1: 2 pad slots
+    assert cost(2, 2) == pytest.approx(curve(4, 16))  # one draft a row: no pad
     order = [(0, 0.7), (0, 0.6), (1, 0.6)]  # row 0's second draft before row 1's first
-
-    def cost(t, width):
-        return budget.cost(2, 2 + t, 16, width)
-
     kept, _ = best_choice(order, 2, cost)
     assert kept in ({0: 1, 1: 1}, {0: 1}, {0: 2, 1: 1})  # never row 0's two drafts without row 1's
     assert best_choice(order, 2, lambda t, width: 1.0 + 0.01 * t + 10.0 * (width - 1 - t / 2))[0] == {0: 1, 1: 1}
