@@ -52,6 +52,7 @@ from typing import Any
 import torch
 
 from inference.decoding.cost_model import DEFAULT_WINDOWS, FAR_CONTEXT, ObservedCosts, VerifyCurve, time_in_turn
+from inference.decoding.draft_cap import DraftCap
 from inference.decoding.draft_gate import DraftGate
 from inference.decoding.sampling import sample
 from inference.decoding.speculative import Candidates, DecodeState, SpeculativeDecoder, Verdict, VerifyWindow
@@ -80,7 +81,7 @@ NEGLIGIBLE = 0.01  # a draft expected to add less than this many tokens is never
 
 
 def best_choice(
-    order: Sequence[tuple[int, float]], rows: int, cost: Callable[[int, int], float]
+    order: Sequence[tuple[int, float]], rows: int, cost: Callable[[int, int], float], cap: int | None = None
 ) -> tuple[dict[int, int], float]:
     """The drafts of `order` ((row, acceptance) pairs, `merged_gains`) a round keeps to maximise its
     expected tokens per second, as {row: its first n drafts} (rows keeping none left out), and that rate:
@@ -88,15 +89,15 @@ def best_choice(
     keeps. A forward is as wide as its widest row (the others' columns are pad slots), so the choice is
     the best first t of `order` under each cap on the drafts a row keeps; the smaller choice on ties.
     Drafts below `NEGLIGIBLE` are left out (a best-first tree's tail: most of a 32-node tree's, and the
-    search is over caps x drafts)."""
+    search is over caps x drafts). `cap`: the most drafts any row may keep (None: no limit, `DraftCap`)."""
     best: tuple[dict[int, int], float] = ({}, rows / cost(0, 1))
     order = [(r, gain) for r, gain in order if gain >= NEGLIGIBLE]
     most = max(Counter(r for r, _ in order).values(), default=0)
-    for cap in range(1, most + 1):
+    for limit in range(1, min(most, cap or most) + 1):
         kept: dict[int, int] = {}
         widest, expected, t = 1, float(rows), 0
         for r, gain in order:
-            if kept.get(r, 0) == cap:
+            if kept.get(r, 0) == limit:
                 continue
             kept[r] = kept.get(r, 0) + 1
             widest, expected, t = max(widest, kept[r] + 1), expected + gain, t + 1
@@ -106,7 +107,12 @@ def best_choice(
 
 
 def batch_prefix_settled(
-    gains: dict[int, Sequence[float]], bound: float | None, rows: int, cost: Callable[[int, int], float], limit: int
+    gains: dict[int, Sequence[float]],
+    bound: float | None,
+    rows: int,
+    cost: Callable[[int, int], float],
+    limit: int,
+    cap: int | None = None,
 ) -> bool:
     """Whether the drafts built so far already hold the batch's best choice (`BatchBudget.settle`), so that
     a builder may stop: `gains` = each row's acceptances of the drafts that surely lead its best-first
@@ -115,11 +121,12 @@ def batch_prefix_settled(
     far, plus its verify), `limit` = the most drafts a round may keep. True when no choice of m drafts
     with one or more not yet built (at best: `bound`, then the m - 1 largest of `gains` and copies of
     `bound`, spread as evenly as the rows allow) can reach the rate of the best prefix of the drafts built,
-    for every m up to `limit` (as `budget.prefix_settled` for one row)."""
+    for every m up to `limit` (as `budget.prefix_settled` for one row). `cap`: the most drafts a row may
+    keep (`best_choice`); a row that built that many drafts can use no other, so `bound` need not count it."""
     if bound is None:
         return True
     order = merged_gains(gains)[:limit]
-    _, surely = best_choice(order, rows, cost)
+    _, surely = best_choice(order, rows, cost, cap)
     expected, i = float(rows) + bound, 0  # a choice with a draft not yet built: that draft, then the best m - 1
     for m in range(1, limit + 1):
         if m > 1:
@@ -225,6 +232,8 @@ class BatchBudget:
         self.curve: VerifyCurve | None = decoder.batch_curves.get(concurrency)
         self.timed: ObservedCosts | None = decoder.batch_costs.get(concurrency) if calibrate else None
         self.drafting = True  # this round's gate decision (`start_round`)
+        self.row_cap: int | None = None  # this round's most drafts a row may keep (`DraftCap`; None: none)
+        self.widest_kept = 0  # the most drafts one row kept this round (`settle`)
         self.catch_up_s = 0.0  # this round's projection of context the plain rounds left waiting
 
     def prepare(self, prompt_tokens: int) -> VerifyCurve:
@@ -250,9 +259,20 @@ class BatchBudget:
             gates[self.concurrency] = DraftGate(self.decoder.options.draft_gate, pause=1)
         return gates[self.concurrency]
 
+    def cap(self) -> DraftCap:
+        """The batch's cap on a row's drafts at this concurrency, kept by the decoder across runs (as the
+        gate); `draft_gate=false` lifts it with the gate (every round as the cost rule chooses)."""
+        caps = self.decoder.batch_caps
+        if self.concurrency not in caps:
+            caps[self.concurrency] = DraftCap(self.decoder.options.draft_gate, top=max(self.max_window() - 1, 1))
+        return caps[self.concurrency]
+
     def start_round(self) -> None:
-        """Ask the gate whether this round drafts (once per round, before any row drafts)."""
+        """Ask the gate whether this round drafts, and the cap how many drafts a row may keep (once per
+        round, before any row drafts)."""
         self.drafting = self.gate().drafting()
+        self.row_cap = self.cap().current() if self.drafting else None
+        self.widest_kept = 0
 
     def draft_blocks(self, states: list[DecodeState]) -> None:
         """The backbone of every row in one forward, in a round the batch drafts. A retry's first round
@@ -270,21 +290,25 @@ class BatchBudget:
         """When a batched build may stop (`build.best_first_rows`'s `enough`: DominoTree's head steps): once
         the nodes every row built hold the batch's best choice whatever the nodes still to build
         (`batch_prefix_settled`), on this round's costs: the seconds drafted so far, then the verify of the
-        live rows' real tokens and pad slots after the longest row's context."""
+        live rows' real tokens and pad slots after the longest row's context; under the round's cap a row
+        that built that many nodes is done."""
         clock = self.decoder.clock
         rows, started = len(states), clock.now()
         context = max(s.length for s in states)
         tables: list[Callable[[int, int], float]] = []
+        cap = self.row_cap
 
         def enough(leading: dict[int, Leading]) -> bool:
-            predict, limit = self.decoder.acceptance.predict, rows * (self.max_window() - 1)
+            a_row = self.max_window() - 1 if cap is None else min(cap, self.max_window() - 1)
+            predict, limit = self.decoder.acceptance.predict, rows * a_row
             if not tables:  # the first judgement of the round
                 tables.append(self.verify_costs(rows, context, limit))
             verify, drafted = tables[0], clock.now() - started
-            bound = max(node.bound for node in leading.values())
+            open_rows = [node for node in leading.values() if cap is None or len(node.scores) < cap]
+            bound = max((node.bound for node in open_rows), default=float("-inf"))
             most = predict([bound])[0] if bound > float("-inf") else None
             gains = {r: predict(node.scores) for r, node in leading.items()}
-            return batch_prefix_settled(gains, most, rows, lambda t, w: drafted + verify(t, w), limit)
+            return batch_prefix_settled(gains, most, rows, lambda t, w: drafted + verify(t, w), limit, cap)
 
         return enough
 
@@ -335,7 +359,8 @@ class BatchBudget:
         built = {r: d for r, d in drafts.items() if isinstance(d, Candidates)}
         order = merged_gains({r: b.gains for r, b in built.items()})
         verify = self.verify_costs(batch_rows, context, len(order))
-        kept, _ = best_choice(order, len(drafts), lambda t, width: draft_s + verify(t, width))
+        kept, _ = best_choice(order, len(drafts), lambda t, width: draft_s + verify(t, width), self.row_cap)
+        self.widest_kept = max(kept.values(), default=0)
         settled = dict(drafts)
         for r, b in built.items():
             settled[r] = self.decoder.keep(states[r], b, kept.get(r, 0))
@@ -365,7 +390,10 @@ class BatchBudget:
             padded = self.pad(context) * max(batch_rows * width - real, 0)
             self.timed.observe(real, max(verify_s - padded, 1e-9), context, batch_rows)
         plain_round = self.cost(batch_rows, batch_rows, context)  # seconds of a plain round's forward, these rows
-        self.gate().record(drafted, tokens * plain_round / rows, seconds - self.catch_up_s, plain_estimate=1.0)
+        units, spent = tokens * plain_round / rows, seconds - self.catch_up_s
+        self.gate().record(drafted, units, spent, plain_estimate=1.0)
+        if drafted:
+            self.cap().record(self.row_cap, units, spent, self.widest_kept)
 
     def verify_window(self, state: DecodeState, draft: Any) -> VerifyWindow:
         if draft is PLAIN:

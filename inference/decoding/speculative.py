@@ -28,6 +28,7 @@ from transformers import DynamicCache
 
 from inference.decoding.acceptance import AcceptanceModel
 from inference.decoding.cost_model import DEFAULT_WINDOWS, ObservedCosts, VerifyCurve, measure_verify_curve
+from inference.decoding.draft_cap import DraftCap
 from inference.decoding.draft_gate import DraftGate
 from inference.decoding.generation import Decoder, Generation, take_until_stop
 from inference.decoding.options import DecodeOptions
@@ -115,6 +116,7 @@ class SpeculativeDecoder(Decoder):
         self.batch_curves: dict[int, VerifyCurve] = {}  # concurrency -> batch verify curve (`batch_budget.py`)
         self.batch_costs: dict[int, ObservedCosts] = {}  # concurrency -> that curve corrected by timed rounds
         self.batch_gates: dict[int, DraftGate] = {}  # concurrency -> the batch's gate over rounds
+        self.batch_caps: dict[int, DraftCap] = {}  # concurrency -> the cap on a row's drafts (`draft_cap.py`)
         # A replay (the lossless check) of a cost-aware generation: its rounds' draft sizes
         # (`stats.draft_sizes`), so that timing-driven choices verify the same windows again.
         self.schedule: list[int] | None = None

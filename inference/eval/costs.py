@@ -36,4 +36,6 @@ def cost_report(decoders: dict[str, Any], verify_curves: dict[str, Any]) -> dict
             report[m]["batch_verify_curves"] = {n: c.to_dict() for n, c in sorted(d.batch_curves.items())}
         if d.batch_costs:  # concurrency -> the forwards the batched rounds timed
             report[m]["batch_timed_verify"] = {n: c.to_dict() for n, c in sorted(d.batch_costs.items())}
+        if d.batch_caps:  # concurrency -> the cap on a row's drafts and every cap it held (`draft_cap.py`)
+            report[m]["batch_draft_caps"] = {n: c.to_dict() for n, c in sorted(d.batch_caps.items())}
     return report

@@ -62,8 +62,10 @@ def test_cost_aware_arms_run_at_every_concurrency_and_report_their_batch_curves(
     for arm in ("domino", "dominotree", "domino@2", "dominotree@2"):
         assert report["results"]["humaneval"][arm]["lossless"] is True, arm
     for method in ("domino", "dominotree"):
-        curve = json.loads((tmp_path / "results.json").read_text())["cost_model"][method]["batch_verify_curves"]["2"]
+        costs = json.loads((tmp_path / "results.json").read_text())["cost_model"][method]
+        curve, cap = costs["batch_verify_curves"]["2"], costs["batch_draft_caps"]["2"]
         assert curve["windows"][0] == 2 and len(curve["windows"]) == len(curve["seconds"]) > 1
+        assert cap["moves"][0] == 2 and cap["cap"] == cap["moves"][-1]  # the cap on a row's drafts, as it climbed
 
 
 def test_a_batched_run_resumes_by_method_and_turn(drafter_path, tmp_path, monkeypatch):

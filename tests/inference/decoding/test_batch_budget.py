@@ -4,12 +4,14 @@ batch's real tokens, and the batch's gate over whole rounds, on hand-made costs 
 import pytest
 import torch
 
-from inference.decoding.batch_budget import PLAIN, BatchBudget, batch_prefix_settled, best_choice
+from inference.decoding.batch_budget import PLAIN, BatchBudget, batch_prefix_settled, best_choice, merged_gains
 from inference.decoding.cost_model import VerifyCurve
+from inference.decoding.draft_cap import START, STAY, TRIAL
 from inference.decoding.draft_gate import FIRST_PAUSE, PROBE_ROUNDS
 from inference.decoding.options import DecodeOptions
 from inference.decoding.speculative import Candidates, DecodeState
 from inference.decoding.stats import GenerationStats
+from inference.decoding.tree.build import Leading
 
 
 class _Draft(list):
@@ -27,7 +29,10 @@ class _Decoder:
         return "drafted"
 
     def __init__(self, curve: VerifyCurve) -> None:
-        self.batch_curves, self.batch_gates, self.batch_costs = {2: curve}, {}, {}
+        self.batch_curves, self.batch_gates, self.batch_costs, self.batch_caps = {2: curve}, {}, {}, {}
+
+    def max_window(self) -> int:
+        return 9
 
     def keep(self, state, built, n):
         state.stats.draft_sizes.append(n)
@@ -222,3 +227,51 @@ def test_pad_slots_make_a_lopsided_choice_dearer():
     assert best_choice(order, 2, lambda t, width: 1.0 + 0.01 * t + 10.0 * (width - 1 - t / 2))[0] == {0: 1, 1: 1}
     flat = BatchBudget(_Decoder(VerifyCurve([2, 64], [0.010, 0.072], 16)), 2, calibrate=False)
     assert flat.pad(16) == 0.0  # a curve without pad timings prices none
+
+
+def test_a_rounds_cap_bounds_every_rows_drafts_and_learns_from_the_rounds():
+    """Under the round's cap (`DraftCap`) a row keeps at most that many drafts, the others' as the cost rule
+    chooses; the rounds' rates in plain-round units and their widest rows feed the cap's trials."""
+    gains = {0: [0.95, 0.9, 0.85, 0.8], 1: [0.9, 0.05]}
+    curve = VerifyCurve([2, 4, 6, 8, 10], [0.010, 0.011, 0.012, 0.013, 0.030], 16)
+    assert best_choice(merged_gains(gains), 2, lambda t, width: curve(2 + t))[0] == {0: 4, 1: 1}
+    assert best_choice(merged_gains(gains), 2, lambda t, width: curve(2 + t), cap=2)[0] == {0: 2, 1: 1}
+    budget = BatchBudget(_Decoder(curve), 2, calibrate=False)
+    budget.gate().enabled = False  # every round drafts
+    states = {r: _state() for r in gains}
+    widest = []
+    for _ in range(STAY + 2 * TRIAL):
+        budget.start_round()
+        drafts = {r: Candidates(_Draft(range(len(g))), g, None) for r, g in gains.items()}
+        settled, _ = budget.settle(states, drafts, 0.0, batch_rows=2)
+        widest.append((budget.row_cap, max(map(len, settled.values()))))
+        budget.end_round(True, 2 + budget.widest_kept, curve(2 + budget.widest_kept), rows=2, batch_rows=2)
+    assert widest[:STAY] == [(START, START)] * STAY  # the cap binds row 0
+    assert widest[STAY] == (START + 1, START + 1)  # then a trial of the next cap up, which binds too
+    assert budget.cap().cap == START + 1  # and pays: 5 tokens in 11.5 ms beat 4 in 11
+    assert BatchBudget(budget.decoder, 2).cap() is budget.cap()  # kept by the decoder, as the gate
+    off = _Decoder(curve)
+    off.options = DecodeOptions(draft_gate=False)
+    lifted = BatchBudget(off, 2)
+    lifted.start_round()
+    assert lifted.row_cap is None  # draft_gate=false: the cost rule's free choice
+
+
+def test_under_a_cap_a_build_stops_once_every_row_built_that_many_nodes():
+    """`build_rule`: however much a node still to build could gain, a row that built the cap's count of
+    nodes can keep no other, so once every row has, the build is done."""
+
+    class _Acceptance:
+        def predict(self, scores):
+            return [min(max(s, 0.0), 1.0) for s in scores]
+
+    decoder = _Decoder(VerifyCurve([2, 16], [0.010, 0.011], 16))
+    decoder.clock, decoder.acceptance = _Clock(), _Acceptance()
+    budget = BatchBudget(decoder, 2, calibrate=False)
+    states = [_state(), _state()]
+    built = {0: Leading([0.9, 0.8], [1, 2], 0.7), 1: Leading([0.9, 0.8], [1, 2], 0.7)}
+    budget.row_cap = None
+    assert not budget.build_rule(states)(built)  # a flat curve: drafts of 0.7 still pay
+    budget.row_cap = 2
+    assert budget.build_rule(states)(built)
+    assert not budget.build_rule(states)({**built, 1: Leading([0.9], [1], 0.7)})  # row 1 may build one more
