@@ -284,7 +284,7 @@ class BatchBudget:
             t0 = self.decoder.clock.now()
             self.drafter.flush_contexts([s.draft_cache for s in states])
             self.catch_up_s = self.decoder.clock.now() - t0
-        self.decoder.draft_blocks(states, self.build_rule(states))
+        self.decoder.draft_blocks(states, self.build_rule(states), self.row_cap)
 
     def build_rule(self, states: list[DecodeState]) -> RowsJudge:
         """When a batched build may stop (`build.best_first_rows`'s `enough`: DominoTree's head steps): once

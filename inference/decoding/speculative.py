@@ -147,12 +147,15 @@ class SpeculativeDecoder(Decoder):
         hidden, state.block = state.block, None
         return hidden if hidden is not None else self.drafter.draft_block(state.draft_cache, state.root)
 
-    def draft_blocks(self, states: list[DecodeState], enough: RowsJudge | None = None) -> None:
+    def draft_blocks(
+        self, states: list[DecodeState], enough: RowsJudge | None = None, limit: int | None = None
+    ) -> None:
         """A batched round's backbone: the blocks of every state that can still draft, in one forward over
         their draft caches (`DominoDrafter.draft_blocks`), left in `state.block` for the state's `draft` /
         `candidates` this round. One such state drafts alone, as at batch 1. `enough`: a cost-aware batch's
         rule for when a builder that grows the rows' drafts step by step may stop (DominoTree's
-        `best_first_rows`); other drafts are built whole."""
+        `best_first_rows`); other drafts are built whole. `limit`: the most drafts a row may keep this
+        round (a cost-aware batch's cap, `DraftCap`): a tree builds no more nodes than that."""
         drafting = [s for s in states if s.tokens_left > 1]
         if len(drafting) < 2:
             return

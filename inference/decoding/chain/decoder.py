@@ -156,12 +156,14 @@ class ChainDecoder(SpeculativeDecoder):
     def _picker(self, state: DecodeState) -> TokenPicker:
         return sampling_picker(self.sampling, state.generator) if self.verifier.sampled_drafts else greedy_picker
 
-    def draft_blocks(self, states: list[DecodeState], enough: RowsJudge | None = None) -> None:
+    def draft_blocks(
+        self, states: list[DecodeState], enough: RowsJudge | None = None, limit: int | None = None
+    ) -> None:
         """A batched round's drafts: the rows' backbone in one forward, and for greedy drafts the rows'
         whole chains too, in one lm_head product and one head step per position (`draft_chains`), left in
         `state.drafted` for the row's `draft` / `candidates` (a row's own draft cuts its chain to what it
         may emit). Sampled drafts draw from each row's own generator, so they stay per row. A chain is rolled
-        out whole (`enough` is for trees)."""
+        out whole (`enough` and `limit` are for trees)."""
         super().draft_blocks(states)
         rows = [s for s in states if s.block is not None]
         if not rows or self.verifier.sampled_drafts or self.rollout is not None:

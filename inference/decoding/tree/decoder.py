@@ -109,12 +109,15 @@ class TreeDecoder(SpeculativeDecoder):
             keep = len(built.draft)
         return self.keep(state, built, keep)
 
-    def draft_blocks(self, states: list[DecodeState], enough: RowsJudge | None = None) -> None:
+    def draft_blocks(
+        self, states: list[DecodeState], enough: RowsJudge | None = None, limit: int | None = None
+    ) -> None:
         """A batched round's drafts: the rows' backbone in one forward, their base logits in one lm_head
         product and, for DDTree, every row's children in one top-k (`ddtree_children`); DominoTree builds
         every row's tree, the rows' head steps taken together (`best_first_rows`; with `enough`, a
-        cost-aware batch's, it stops once the batch's choice is built). Left in `state.drafted` for the
-        row's `candidates`."""
+        cost-aware batch's, it stops once the batch's choice is built). Every tree holds at most `limit`
+        nodes (None: the decoder's budget), the best-first prefix of its whole tree. Left in
+        `state.drafted` for the row's `candidates`."""
         super().draft_blocks(states)
         rows = [s for s in states if s.block is not None]
         if not rows:
@@ -122,14 +125,15 @@ class TreeDecoder(SpeculativeDecoder):
         hidden = torch.cat([self.drafter.draft_hidden_slice(s.block) for s in rows])
         base = self.drafter.lm_head(hidden)  # [R, D, V or N]
         children, trees = [None] * len(rows), [None] * len(rows)
+        budget = self.node_budget if limit is None else max(min(limit, self.node_budget), 1)
         if self.expander is None:
-            children = ddtree_children(base, self.node_budget, self.drafter.vocab.draft_to_target())
+            children = ddtree_children(base, budget, self.drafter.vocab.draft_to_target())
         else:
             depths = [min(hidden.shape[1], s.tokens_left - 1) for s in rows]
             expander = self.rows_expander.prepare(hidden, base, torch.cat([s.root for s in rows]))
-            trees = best_first_rows(expander, self.node_budget, depths, self.expander.width, enough)
+            trees = best_first_rows(expander, budget, depths, self.expander.width, enough)
         for state, h, b, kids, tree in zip(rows, hidden, base, children, trees, strict=True):
-            state.block, state.drafted = None, (h, b, kids, tree)
+            state.block, state.drafted = None, (h, b, kids, tree, budget)
 
     def candidates(self, state: DecodeState, settle: bool = False) -> Candidates | None:
         """This round's tree, best first, before its size is chosen (None: no draft can be emitted).
@@ -139,8 +143,9 @@ class TreeDecoder(SpeculativeDecoder):
             return None
         t0 = self.clock.now()
         alone = state.block is None and state.drafted is None  # (a batch's shared drafting is not a batch-1 cost)
+        budget = self.node_budget
         if state.drafted is not None:
-            (hidden, base, children, tree), state.drafted = state.drafted, None
+            (hidden, base, children, tree, budget), state.drafted = state.drafted, None
         else:
             hidden = self.drafter.draft_hidden_slice(self.block_hidden(state))[0]
             base, children, tree = self.drafter.lm_head(hidden), None, None
@@ -148,7 +153,7 @@ class TreeDecoder(SpeculativeDecoder):
         if tree is not None:  # built with the batch's rows
             fixed, step = self.fixed_s.value(), self.step_s.value()
         elif self.expander is None:
-            tree = build_ddtree(base, self.node_budget, depth, self.drafter.vocab.draft_to_target(), children)
+            tree = build_ddtree(base, budget, depth, self.drafter.vocab.draft_to_target(), children)
             if alone:
                 self.fixed_s.add(self.clock.now() - t0)
             fixed, step = self.fixed_s.value(), 0.0

@@ -151,7 +151,8 @@ def test_a_retrys_catch_up_projection_is_left_out_of_its_rate():
             clock.t += 0.050
 
     decoder.drafter = _Drafter()
-    decoder.draft_blocks = lambda states, enough: None
+    limits = []
+    decoder.draft_blocks = lambda states, enough, limit: limits.append(limit)
     budget = BatchBudget(decoder, 2)
     budget.start_round()
     budget.end_round(False, 2, 0.010, rows=2, batch_rows=2)  # plain: 200 tokens / s
@@ -161,6 +162,7 @@ def test_a_retrys_catch_up_projection_is_left_out_of_its_rate():
         budget.draft_blocks([_state(), _state()])
         budget.end_round(True, 3, clock.t + 0.010, rows=2, batch_rows=2)
     assert flushed == [2]  # both rows, in the probe's first round only
+    assert limits == [START] * PROBE_ROUNDS  # the rows' trees built no larger than the round's cap
     assert budget.gate().draft_rate == pytest.approx(1.5) and budget.gate().pause == 0
 
 

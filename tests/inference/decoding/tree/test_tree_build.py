@@ -37,6 +37,8 @@ def test_ddtree_children_of_many_blocks_build_each_block_s_tree():
             together = build_ddtree(base[r], 6, 3, tmap, children[r])
             assert (together.tokens, together.parents) == (alone.tokens, alone.parents)
             assert together.scores == pytest.approx(alone.scores)
+            capped = build_ddtree(base[r], 2, 3, tmap, ddtree_children(base, 2, tmap)[r])  # a batch's cap of 2
+            assert (capped.tokens, capped.parents) == (alone.tokens[:2], alone.parents[:2])
 
 
 def test_ddtree_holds_the_most_probable_prefixes():
@@ -267,13 +269,16 @@ def test_rows_built_together_are_each_row_s_reference_tree(qwen_target, make_dra
         base = torch.stack([b for _, b, _ in inputs])
         roots = torch.cat([r for _, _, r in inputs])
         depths = [7, 2, 5]
+        built = {}
         for budget in (5, 16, 40):
-            trees = best_first_rows(rows.prepare(hidden, base, roots), budget, depths, width=4)
+            trees = built[budget] = best_first_rows(rows.prepare(hidden, base, roots), budget, depths, width=4)
             for (h, b, root), depth, got in zip(inputs, depths, trees, strict=True):
                 args = (h, b, root, prefix, budget, top_m, node_topk, depth)
                 ref = build_dominotree_reference(drafter.head, drafter.embed, *args, token_map=token_map)
                 assert (got.tokens, got.parents, got.depths) == (ref.tokens, ref.parents, ref.depths)
                 assert got.scores == pytest.approx(ref.scores, abs=1e-5)
+        for small, whole in zip(built[5], built[40], strict=True):  # a batch's cap builds the whole tree's first nodes
+            assert (small.tokens, small.parents) == (whole.tokens[: len(small)], whole.parents[: len(small)])
         assert best_first_rows(rows.prepare(hidden, base, roots), 0, depths) == [DraftTree()] * 3
 
 
