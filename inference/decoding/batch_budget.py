@@ -107,12 +107,7 @@ def best_choice(
 
 
 def batch_prefix_settled(
-    gains: dict[int, Sequence[float]],
-    bound: float | None,
-    rows: int,
-    cost: Callable[[int, int], float],
-    limit: int,
-    cap: int | None = None,
+    gains: dict[int, Sequence[float]], bound: float | None, rows: int, cost: Callable[[int, int], float], limit: int
 ) -> bool:
     """Whether the drafts built so far already hold the batch's best choice (`BatchBudget.settle`), so that
     a builder may stop: `gains` = each row's acceptances of the drafts that surely lead its best-first
@@ -121,12 +116,11 @@ def batch_prefix_settled(
     far, plus its verify), `limit` = the most drafts a round may keep. True when no choice of m drafts
     with one or more not yet built (at best: `bound`, then the m - 1 largest of `gains` and copies of
     `bound`, spread as evenly as the rows allow) can reach the rate of the best prefix of the drafts built,
-    for every m up to `limit` (as `budget.prefix_settled` for one row). `cap`: the most drafts a row may
-    keep (`best_choice`); a row that built that many drafts can use no other, so `bound` need not count it."""
+    for every m up to `limit` (as `budget.prefix_settled` for one row)."""
     if bound is None:
         return True
     order = merged_gains(gains)[:limit]
-    _, surely = best_choice(order, rows, cost, cap)
+    _, surely = best_choice(order, rows, cost)
     expected, i = float(rows) + bound, 0  # a choice with a draft not yet built: that draft, then the best m - 1
     for m in range(1, limit + 1):
         if m > 1:
@@ -233,7 +227,6 @@ class BatchBudget:
         self.timed: ObservedCosts | None = decoder.batch_costs.get(concurrency) if calibrate else None
         self.drafting = True  # this round's gate decision (`start_round`)
         self.row_cap: int | None = None  # this round's most drafts a row may keep (`DraftCap`; None: none)
-        self.widest_kept = 0  # the most drafts one row kept this round (`settle`)
         self.catch_up_s = 0.0  # this round's projection of context the plain rounds left waiting
 
     def prepare(self, prompt_tokens: int) -> VerifyCurve:
@@ -272,7 +265,6 @@ class BatchBudget:
         round, before any row drafts)."""
         self.drafting = self.gate().drafting()
         self.row_cap = self.cap().current() if self.drafting else None
-        self.widest_kept = 0
 
     def draft_blocks(self, states: list[DecodeState]) -> None:
         """The backbone of every row in one forward, in a round the batch drafts. A retry's first round
@@ -290,25 +282,23 @@ class BatchBudget:
         """When a batched build may stop (`build.best_first_rows`'s `enough`: DominoTree's head steps): once
         the nodes every row built hold the batch's best choice whatever the nodes still to build
         (`batch_prefix_settled`), on this round's costs: the seconds drafted so far, then the verify of the
-        live rows' real tokens and pad slots after the longest row's context; under the round's cap a row
-        that built that many nodes is done."""
+        live rows' real tokens and pad slots after the longest row's context. Under the round's cap the
+        rows' trees hold no more nodes than it (`draft_blocks`' limit), so a row that built them is complete."""
         clock = self.decoder.clock
         rows, started = len(states), clock.now()
         context = max(s.length for s in states)
         tables: list[Callable[[int, int], float]] = []
-        cap = self.row_cap
+        a_row = self.max_window() - 1 if self.row_cap is None else min(self.row_cap, self.max_window() - 1)
 
         def enough(leading: dict[int, Leading]) -> bool:
-            a_row = self.max_window() - 1 if cap is None else min(cap, self.max_window() - 1)
             predict, limit = self.decoder.acceptance.predict, rows * a_row
             if not tables:  # the first judgement of the round
                 tables.append(self.verify_costs(rows, context, limit))
             verify, drafted = tables[0], clock.now() - started
-            open_rows = [node for node in leading.values() if cap is None or len(node.scores) < cap]
-            bound = max((node.bound for node in open_rows), default=float("-inf"))
+            bound = max(node.bound for node in leading.values())
             most = predict([bound])[0] if bound > float("-inf") else None
             gains = {r: predict(node.scores) for r, node in leading.items()}
-            return batch_prefix_settled(gains, most, rows, lambda t, w: drafted + verify(t, w), limit, cap)
+            return batch_prefix_settled(gains, most, rows, lambda t, w: drafted + verify(t, w), limit)
 
         return enough
 
@@ -360,7 +350,6 @@ class BatchBudget:
         order = merged_gains({r: b.gains for r, b in built.items()})
         verify = self.verify_costs(batch_rows, context, len(order))
         kept, _ = best_choice(order, len(drafts), lambda t, width: draft_s + verify(t, width), self.row_cap)
-        self.widest_kept = max(kept.values(), default=0)
         settled = dict(drafts)
         for r, b in built.items():
             settled[r] = self.decoder.keep(states[r], b, kept.get(r, 0))
@@ -392,8 +381,8 @@ class BatchBudget:
         plain_round = self.cost(batch_rows, batch_rows, context)  # seconds of a plain round's forward, these rows
         units, spent = tokens * plain_round / rows, seconds - self.catch_up_s
         self.gate().record(drafted, units, spent, plain_estimate=1.0)
-        if drafted:
-            self.cap().record(self.row_cap, units, spent, self.widest_kept)
+        if drafted:  # the widest row's window: its root and the most drafts a row kept
+            self.cap().record(self.row_cap, units, spent, width - 1)
 
     def verify_window(self, state: DecodeState, draft: Any) -> VerifyWindow:
         if draft is PLAIN:

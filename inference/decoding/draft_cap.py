@@ -2,10 +2,11 @@
 
 A batch's round keeps the drafts its predicted acceptances and predicted verify cost pay for
 (`batch_budget.py`), and on a CPU those predictions err where the choice is close: at 4 rows on 2 Zen 4
-cores a fixed budget of 2 drafts a row ran 1.04-1.12x batched `ar` in four paired runs, while the free rule,
-keeping about as many drafts but up to 4-5 in one row, ran 0.89-1.08x. So the widest a row may go is
-measured, as the gate measures whether to draft at all (`draft_gate.py`): the cost rule still chooses which
-drafts each row keeps, under a cap on any one row's count that climbs a ladder of caps by paired trials.
+cores a fixed budget of 2 drafts a row ran 0.98-1.13x batched `ar` in four paired runs, while the free
+rule, keeping about as many drafts but up to 4-5 in one row, ran 0.89-1.08x and trailed it in 15 of 16
+cells. So the widest a row may go is measured, as the gate measures whether to draft at all
+(`draft_gate.py`): the cost rule still chooses which drafts each row keeps, under a cap on any one row's
+count that climbs a ladder of caps by paired trials.
 
 The cap stays for `STAY` drafting rounds, then a trial runs `TRIAL` rounds at the cap and `TRIAL` at its
 neighbour on the ladder, alternating round by round (both see the same rows and contexts, so a drift in

@@ -11,7 +11,6 @@ from inference.decoding.draft_gate import FIRST_PAUSE, PROBE_ROUNDS
 from inference.decoding.options import DecodeOptions
 from inference.decoding.speculative import Candidates, DecodeState
 from inference.decoding.stats import GenerationStats
-from inference.decoding.tree.build import Leading
 
 
 class _Draft(list):
@@ -246,8 +245,9 @@ def test_a_rounds_cap_bounds_every_rows_drafts_and_learns_from_the_rounds():
         budget.start_round()
         drafts = {r: Candidates(_Draft(range(len(g))), g, None) for r, g in gains.items()}
         settled, _ = budget.settle(states, drafts, 0.0, batch_rows=2)
-        widest.append((budget.row_cap, max(map(len, settled.values()))))
-        budget.end_round(True, 2 + budget.widest_kept, curve(2 + budget.widest_kept), rows=2, batch_rows=2)
+        most = max(map(len, settled.values()))
+        widest.append((budget.row_cap, most))
+        budget.end_round(True, 2 + most, curve(2 + most), rows=2, batch_rows=2, width=1 + most)
     assert widest[:STAY] == [(START, START)] * STAY  # the cap binds row 0
     assert widest[STAY] == (START + 1, START + 1)  # then a trial of the next cap up, which binds too
     assert budget.cap().cap == START + 1  # and pays: 5 tokens in 11.5 ms beat 4 in 11
@@ -257,23 +257,3 @@ def test_a_rounds_cap_bounds_every_rows_drafts_and_learns_from_the_rounds():
     lifted = BatchBudget(off, 2)
     lifted.start_round()
     assert lifted.row_cap is None  # draft_gate=false: the cost rule's free choice
-
-
-def test_under_a_cap_a_build_stops_once_every_row_built_that_many_nodes():
-    """`build_rule`: however much a node still to build could gain, a row that built the cap's count of
-    nodes can keep no other, so once every row has, the build is done."""
-
-    class _Acceptance:
-        def predict(self, scores):
-            return [min(max(s, 0.0), 1.0) for s in scores]
-
-    decoder = _Decoder(VerifyCurve([2, 16], [0.010, 0.011], 16))
-    decoder.clock, decoder.acceptance = _Clock(), _Acceptance()
-    budget = BatchBudget(decoder, 2, calibrate=False)
-    states = [_state(), _state()]
-    built = {0: Leading([0.9, 0.8], [1, 2], 0.7), 1: Leading([0.9, 0.8], [1, 2], 0.7)}
-    budget.row_cap = None
-    assert not budget.build_rule(states)(built)  # a flat curve: drafts of 0.7 still pay
-    budget.row_cap = 2
-    assert budget.build_rule(states)(built)
-    assert not budget.build_rule(states)({**built, 1: Leading([0.9], [1], 0.7)})  # row 1 may build one more
