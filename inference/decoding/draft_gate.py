@@ -17,14 +17,11 @@ after doubled pause (DDTree at concurrency 4 once ran 0.95x batched `ar`, where 
 (`DraftKVCache.pending`): a one-time debt, not a cost of drafting from now on, which callers time apart
 and leave out of the seconds they record (`reopening`).
 
-Closing also bounds what retrying costs: the seconds the drafting rounds since the gate last opened
-took beyond what plain rounds would have taken for their tokens (the retry and, after a retry that won by
-chance, the rounds until the mean fell below plain again) are at most a share of the plain decoding before
-the next retry, so the pause lasts at least that long whatever its round count. The share starts at
-`probe_share` and halves with every further losing stretch in a row (to `probe_share` / 8), as the round
-pause doubles: where drafting keeps losing (8 rows on 2 CPU cores lost 3.4 % of a run to retries at a
-fixed 5 %) the evidence grows and retries fade; a stretch that gained resets it. A retry that barely lost
-costs little and comes back after the round pause. Replayed on the rounds of 40 validation prompts decoded at
+A losing retry also bounds what retrying costs: the seconds its rounds took beyond what plain rounds
+would have taken for their tokens are at most `probe_share` of the plain decoding before the next retry,
+so the pause lasts at least that long whatever its round count. Where drafting loses by much (a batch of
+many rows on a few CPU cores) a retry is dear and comes back rarely; a retry that barely lost costs little
+and comes back after the round pause as before. Replayed on the rounds of 40 validation prompts decoded at
 batch 1 with the gate off, drafting's seconds scaled by 1 to 3 (`benchmarks/gate_replay.py`), the gate
 kept 95.5-103.7 % of the better of always drafting and plain decoding, the round pause alone 93.2-103.6 %.
 """
@@ -37,8 +34,7 @@ FIRST_PAUSE = 4
 LONGEST_PAUSE = 64
 WEIGHT = 0.25  # of the newest round in each running rate
 PROBE_ROUNDS = 2  # drafting rounds measured together after a pause, before drafting is judged again
-PROBE_SHARE = 0.05  # a losing stretch's lost seconds, as a share of the plain decoding before the next retry
-SHARE_HALVINGS = 3  # the share halves with each losing stretch in a row after the first, this many times at most
+PROBE_SHARE = 0.05  # a losing retry's lost seconds, as a share of the plain decoding before the next retry
 
 
 @dataclass
@@ -54,9 +50,6 @@ class DraftGate:
     probe_tokens: float = 0.0
     probe_seconds: float = 0.0
     owed: float = 0.0  # seconds of plain rounds still to run before a retry (PROBE_SHARE)
-    stretch_tokens: float = 0.0  # of the drafting rounds since the gate last opened
-    stretch_seconds: float = 0.0
-    losses: int = 0  # losing stretches in a row
 
     def drafting(self) -> bool:
         """Whether this round drafts."""
@@ -81,14 +74,14 @@ class DraftGate:
             self.plain_rate = rate if self.plain_rate is None else (1 - WEIGHT) * self.plain_rate + WEIGHT * rate
             self.owed = max(self.owed - seconds, 0.0)
             return
-        self.stretch_tokens += tokens
-        self.stretch_seconds += seconds
+        probe = None  # (tokens, seconds) of a retry judged now
         if self.probe_left > 0:
             self.probe_tokens += tokens
             self.probe_seconds += seconds
             self.probe_left -= 1
             if self.probe_left > 0:
                 return
+            probe = self.probe_tokens, self.probe_seconds
             self.draft_rate = self.probe_tokens / max(self.probe_seconds, 1e-9)
             self.probe_tokens = self.probe_seconds = 0.0
         else:
@@ -97,14 +90,8 @@ class DraftGate:
         if self.draft_rate < plain:
             self.pause, self.next_pause = self.next_pause, min(2 * self.next_pause, LONGEST_PAUSE)
             self.probe_left = PROBE_ROUNDS
-            self._charge(self.stretch_seconds - self.stretch_tokens / max(plain, 1e-9))
+            if probe is not None and self.probe_share:
+                lost = probe[1] - probe[0] / max(plain, 1e-9)  # seconds beyond plain rounds' for its tokens
+                self.owed = max(lost, 0.0) / self.probe_share
         else:
             self.next_pause = FIRST_PAUSE
-
-    def _charge(self, lost: float) -> None:
-        """Close a drafting stretch that took `lost` seconds beyond plain rounds' for its tokens (negative:
-        it gained): the plain seconds to run before the next retry (module doc)."""
-        self.stretch_tokens = self.stretch_seconds = 0.0
-        self.losses = self.losses + 1 if lost > 0 else 0
-        if self.probe_share and lost > 0:
-            self.owed = lost / (self.probe_share / 2 ** min(self.losses - 1, SHARE_HALVINGS))
