@@ -9,7 +9,6 @@ from pathlib import Path
 
 import pytest
 import torch
-from planted_bugs import accepts_within, sees_a_sibling, takes_a_close_sibling
 from safetensors import safe_open
 
 from inference import DominoDrafter, load_target
@@ -18,6 +17,7 @@ from inference.decoding.chain import verify as chain_verify
 from inference.decoding.tree import verify as tree_verify
 from inference.drafter.serving import serving_section, with_serving_section
 from inference.eval.divergence import prove_divergence
+from inference.eval.planted_bugs import accepts_within, sees_a_sibling, takes_a_close_sibling
 
 pytestmark = pytest.mark.slow
 PRETRAINED = Path(__file__).resolve().parents[2] / "pretrained"

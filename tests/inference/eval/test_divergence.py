@@ -5,7 +5,6 @@ and a proof holds only where both sides chose their own argmax and the logits si
 
 import pytest
 import torch
-from planted_bugs import accepts_within, sees_a_sibling, takes_a_close_sibling
 
 from inference import DominoDrafter
 from inference.decoding import batched_rules, build_decoder, speculative
@@ -23,6 +22,7 @@ from inference.decoding.tree.decoder import TreeDecoder
 from inference.eval import divergence
 from inference.eval.divergence import first_difference, measure_noise, prove_divergence
 from inference.eval.loop import run_dataset
+from inference.eval.planted_bugs import accepts_within, sees_a_sibling, takes_a_close_sibling
 from inference.eval.prompt_sets import BenchmarkPrompt
 from inference.eval.results import summarize
 from inference.targets.engine import install_engine

@@ -1,5 +1,6 @@
-"""Decoding bugs planted on purpose, for the tests that prove the lossless check catches them: each commits
-a token the target would not have, or computes the target's logits wrongly, only at some positions."""
+"""Decoding bugs planted on purpose, to prove the lossless check catches them (the tests, and
+`benchmarks/lossless_resolution.py` on a real target in its own precision): each commits a token the target
+would not have, or computes the target's logits wrongly, only at some positions."""
 
 from __future__ import annotations
 
