@@ -28,33 +28,29 @@ from lossless_proof import INSTRUCTIONS
 from inference import DominoDrafter, load_target
 from inference.decoding import DecodeOptions, TreeOptions, build_decoder
 from inference.decoding.batched import BatchedDecoder
-from inference.decoding.speculative import VerifyWindow
 from inference.decoding.tree.decoder import TreeDecoder
 from inference.eval import divergence
 from inference.eval.divergence import batched_ar_rows, prove_divergence
-from inference.eval.planted_bugs import sees_a_sibling
+from inference.eval.planted_bugs import sibling_seeing_windows
 
 
 @contextlib.contextmanager
-def planted(bug: bool) -> Iterator[None]:
-    """Every tree verify window of the block shows each node with siblings its first sibling (when `bug`)."""
+def planted() -> Iterator[None]:
+    """Every tree verify window shows each node with siblings its first sibling (`sibling_seeing_windows`)."""
     window = TreeDecoder.verify_window
-
-    def sees(self, state, draft):  # noqa: ANN001, ANN202
-        win = window(self, state, draft)
-        return win if win.visible is None else VerifyWindow(win.ids, win.depths, sees_a_sibling(win.visible))
-
-    TreeDecoder.verify_window = sees if bug else window
+    TreeDecoder.verify_window = sibling_seeing_windows(window)
     try:
         yield
     finally:
         TreeDecoder.verify_window = window
 
 
-def bound(d: divergence.Divergence) -> float:
-    """The distance clause (c) allowed this divergence."""
-    scale = max(d.reference_distance or 0.0, d.batch_distance or 0.0)
-    return divergence.DISTANCE_FACTOR * scale + divergence.DISTANCE_SLACK
+def ratio(d: divergence.Divergence) -> str:
+    """A divergence's distance over its bound, starred where proven numerical ("-": no distance, e.g. one
+    output ended first)."""
+    if d.distance is None or not d.allowed:
+        return "-"
+    return f"{d.distance / d.allowed:.2f}{'*' if d.kind == divergence.NUMERICAL else ''}"
 
 
 def main() -> None:
@@ -80,7 +76,7 @@ def main() -> None:
     print("|---|---|---|---|")
     for bug in (False, True):
         for level in args.concurrency:
-            with planted(bug):
+            with planted() if bug else contextlib.nullcontext():
                 if level == 1:
                     outs = [tree.generate(p, args.tokens) for p in prompts]
                 else:
@@ -97,7 +93,7 @@ def main() -> None:
                         prove_divergence(tree, ar, prompt, expected[i], out.tokens, args.tokens, sizes, **batched)
                     )
             kinds = Counter("exact" if d is None else d.kind for d in proofs)
-            ratios = " ".join(f"{d.distance / bound(d):.2f}{'*' if d.kind == 'numerical' else ''}" for d in proofs if d)
+            ratios = " ".join(ratio(d) for d in proofs if d)
             counts = " / ".join(str(kinds[k]) for k in divergence.DIVERGENCE_CLASSES)
             print(f"| {'planted bug' if bug else 'correct'} | {level} | {counts} | {ratios} |")
     print(f"(* proven numerical; {time.perf_counter() - start:.0f} s)")

@@ -78,6 +78,7 @@ class Divergence:
     reference_distance: float | None = None  # max |plain forward of the same width - ar's| at p
     batch_distance: float | None = None  # max |batched ar along ar's output - ar's| (a batched row, when needed)
     width: int | None = None  # tokens in the method's verify forward at p
+    allowed: float | None = None  # the most `distance` may be for (c) to hold (what rounding gives, module doc)
     kind: str = ALGORITHMIC  # numerical or algorithmic
     reason: str = ""  # what the proof found
 
@@ -155,6 +156,7 @@ def prove_divergence(
         rows = batch(range(outputs[0], outputs[-1] + 1))
         found.batch_distance = max((rows[q] - theirs.rows[q]).abs().max().item() for q in outputs)
         allowed = DISTANCE_FACTOR * max(found.reference_distance, found.batch_distance) + DISTANCE_SLACK
+    found.allowed = allowed
     if mine.logits.argmax().item() != b:
         found.reason = "(a) the method's token is not the argmax of its own verify logits"
     elif theirs.logits.argmax().item() != a:

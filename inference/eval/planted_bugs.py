@@ -4,7 +4,11 @@ would not have, or computes the target's logits wrongly, only at some positions.
 
 from __future__ import annotations
 
+from collections.abc import Callable
+
 import torch
+
+from inference.decoding.speculative import VerifyWindow
 
 
 def accepts_within(tolerance: float):
@@ -50,3 +54,14 @@ def sees_a_sibling(visible: torch.Tensor) -> torch.Tensor:
         if siblings:
             visible[i, siblings[0]] = True
     return visible
+
+
+def sibling_seeing_windows(verify_window: Callable) -> Callable:
+    """A tree decoder's `verify_window` (wrapping the real one) whose tree masks carry `sees_a_sibling`: a
+    batch verifies the windows its rows' decoder returns, so the bug reaches batched rows too."""
+
+    def planted(self, state, draft):  # noqa: ANN001, ANN202
+        win = verify_window(self, state, draft)
+        return win if win.visible is None else VerifyWindow(win.ids, win.depths, sees_a_sibling(win.visible))
+
+    return planted

@@ -15,14 +15,19 @@ from inference.decoding.generation import Generation
 from inference.decoding.logits_probe import LogitsProbe
 from inference.decoding.options import DecodeOptions, TreeOptions
 from inference.decoding.sampling import sample
-from inference.decoding.speculative import Verdict, VerifyWindow
+from inference.decoding.speculative import Verdict
 from inference.decoding.stats import GenerationStats
 from inference.decoding.tree import verify as tree_verify
 from inference.decoding.tree.decoder import TreeDecoder
 from inference.eval import divergence
 from inference.eval.divergence import first_difference, measure_noise, prove_divergence
 from inference.eval.loop import run_dataset
-from inference.eval.planted_bugs import accepts_within, sees_a_sibling, takes_a_close_sibling
+from inference.eval.planted_bugs import (
+    accepts_within,
+    sees_a_sibling,
+    sibling_seeing_windows,
+    takes_a_close_sibling,
+)
 from inference.eval.prompt_sets import BenchmarkPrompt
 from inference.eval.results import summarize
 from inference.targets.engine import install_engine
@@ -88,6 +93,8 @@ def test_a_divergence_is_proven_only_by_both_sides_own_argmax_and_logits_within_
     assert found.reference_distance < 1e-4 and found.distance == pytest.approx(found.ar_margin, abs=1e-4)
     # In fp32 a swap of two logits a real margin apart is no rounding: (c) fails.
     assert found.kind == "algorithmic" and found.reason.startswith("(c)")
+    bound = divergence.DISTANCE_FACTOR * found.reference_distance + divergence.DISTANCE_SLACK
+    assert found.distance > found.allowed == pytest.approx(bound)  # the bound it failed, reported
     monkeypatch.setattr(divergence, "DISTANCE_SLACK", found.distance + 1e-3)  # were rounding that coarse
     assert prove_divergence(honest, ar, ids, expected, tokens, 8).kind == "numerical"
     liar = _FlipsAtCloseCall(qwen_target, at=3, honest=False)
@@ -228,13 +235,7 @@ def test_a_tree_mask_bug_in_a_batch_is_algorithmic(qwen_target, trained_drafter,
     options = DecodeOptions(stop_token_ids=[])
     ar = build_decoder("ar", target, options=options)
     tree = build_decoder("dominotree", target, lean_drafter, options, TreeOptions(budget=16))
-    window = TreeDecoder.verify_window
-
-    def sees_siblings(self, state, draft):
-        win = window(self, state, draft)
-        return win if win.visible is None else VerifyWindow(win.ids, win.depths, sees_a_sibling(win.visible))
-
-    monkeypatch.setattr(TreeDecoder, "verify_window", sees_siblings)
+    monkeypatch.setattr(TreeDecoder, "verify_window", sibling_seeing_windows(TreeDecoder.verify_window))
     prompts = [seqs[row, : 5 + 3 * row].tolist() for row in range(len(seqs))]
     expected = [ar.generate(p, 30).tokens for p in prompts]
     gens = BatchedDecoder(tree, 2).generate(prompts, 30, references=expected)
