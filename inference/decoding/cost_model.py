@@ -12,8 +12,8 @@
   moment lands on all of them rather than on one. On a GPU the curve is flat to ~64 tokens; on a CPU it
   depends on the precision (bf16 with bf16 instructions: nearly flat to 8; fp32: grows from 2 tokens).
 - `ObservedCosts`: a curve corrected by the forwards a run actually timed (a curve measured once, with
-  random prompts and in one moment, is off for the whole run): per forward size, the running ratio of
-  timed to predicted seconds, and one ratio over every size for the sizes not timed yet.
+  random prompts and in one moment, is off for the whole run): a running speed shared by every size
+  (the device's drift) times a correction per forward size (what that size costs against the curve).
 - `RunningMean`: the drafter's costs (a round's fixed draft cost, one expansion step of DominoTree),
   averaged over the rounds a decoder has drafted so far; the warm-up generation seeds them.
 
@@ -164,43 +164,59 @@ def measure_verify_curve(
 
 class ObservedCosts:
     """Seconds of a verify over n tokens of `rows` rows after `context` cached tokens: the curve there,
-    times the running ratio of timed to predicted seconds at that size (newest weighted `weight`). A size
-    not timed yet takes the running ratio of its row count's sizes, or before any, the ratio over every
-    size; a size's first ratio starts from there.
+    times the device's current speed, times the size's own correction.
 
-    A rule that chose a width the curve made too cheap pays for it once or twice, then sees it dearer;
-    the curve's shape in width and context carries the correction to sizes and contexts not timed. The
-    ratio per row count matters to a batch: its rounds time a few sizes often and the rest rarely, and
-    with one fallback over every row count, which draining rounds pulled down, the rarely timed sizes read
-    1.0 while the full batch's sizes ran 1.2-1.4x the curve (2 Zen 4 cores, 4 rows): larger drafts
-    looked a quarter cheaper than they were."""
+    - speed: the running ratio of timed to predicted seconds over every forward, each divided by its
+      size's correction first (newest weighted `weight`). It follows the device's drift, which moves
+      every size at once (a shared VM's speed moved by a third within minutes, 2 Zen 4 cores).
+    - correction per (rows, tokens): the mean of that size's timed seconds over curve x speed at the
+      time, shrunk toward its row count's mean correction by `prior` forwards' worth (a size timed once
+      is not judged by one forward); after many forwards, newest weighted at least `floor`.
 
-    def __init__(self, curve: VerifyCurve, weight: float = 0.25) -> None:
-        self.curve, self.weight = curve, weight
-        self.ratios: dict[tuple[int, int], float] = {}  # (rows, tokens) -> running timed / curve seconds
-        self.by_rows: dict[int, float] = {}  # rows -> running timed / curve seconds over their sizes
-        self.ratio = 1.0  # running timed / curve seconds over every size
+    Kept apart, drift does not turn into a price of size. With one running ratio per size, a size timed
+    in a slow minute and rarely after (the rule stops choosing it) stayed dear while the sizes timed
+    often followed the device back: at 2 rows, 6-token rounds read 1.34-1.39x the curve against
+    1.08-1.25 for 4-5 tokens, where back-to-back forwards cost the same from 2 to 6 tokens, and the rule
+    trimmed rows' second drafts. The correction per row count matters to a batch: its full rounds may run
+    1.2-1.4x the curve where its draining rounds run below it, and a full-batch size not timed yet
+    should start from the full batch's correction, not from one over every row count."""
+
+    def __init__(self, curve: VerifyCurve, weight: float = 0.25, prior: float = 2.0, floor: float = 0.05) -> None:
+        self.curve, self.weight, self.prior, self.floor = curve, weight, prior, floor
+        self.speed = 1.0  # running timed / (curve x correction) seconds, every size
+        self.corrections: dict[tuple[int, int], float] = {}  # (rows, tokens) -> timed / (curve x speed)
+        self.by_rows: dict[int, float] = {}  # rows -> mean correction over their forwards
+        self.counts: dict[tuple[int, int] | int, int] = {}  # forwards timed per size and per row count
         self.observations = 0
 
-    def _fallback(self, rows: int) -> float:
-        return self.by_rows.get(rows, self.ratio)
+    def correction(self, n: int, rows: int = 1) -> float:
+        """What a forward of this size costs relative to the curve at the current speed."""
+        return self.corrections.get((rows, n), self.by_rows.get(rows, 1.0))
+
+    def _step(self, key: tuple[int, int] | int, prior: float) -> float:
+        count = self.counts[key] = self.counts.get(key, 0) + 1
+        return max(1.0 / (prior + count), self.floor)
 
     def observe(self, n: int, seconds: float, context: int | None = None, rows: int = 1) -> None:
         ratio = seconds / max(self.curve(n, context), 1e-9)
-        w = self.weight if self.observations else 1.0
-        self.ratio = (1 - w) * self.ratio + w * ratio
+        correction = self.correction(n, rows)
+        if not self.observations:
+            self.speed = ratio / correction
+        relative = ratio / self.speed  # against the speed the forwards before this one measured
         key = (rows, n)
-        self.ratios[key] = (1 - self.weight) * self.ratios.get(key, self._fallback(rows)) + self.weight * ratio
-        self.by_rows[rows] = (1 - self.weight) * self._fallback(rows) + self.weight * ratio
+        self.corrections[key] = correction + self._step(key, self.prior) * (relative - correction)
+        mean = self.by_rows.get(rows, 1.0)
+        self.by_rows[rows] = mean + self._step(rows, 0.0) * (relative - mean)
+        self.speed += self.weight * (ratio / correction - self.speed)
         self.observations += 1
 
     def __call__(self, n: int, context: int | None = None, rows: int = 1) -> float:
-        return self.curve(n, context) * self.ratios.get((rows, n), self._fallback(rows))
+        return self.curve(n, context) * self.speed * self.correction(n, rows)
 
     def to_dict(self) -> dict:
-        ratios = {f"{rows} rows, {n} tokens": r for (rows, n), r in sorted(self.ratios.items())}
-        by_rows = {f"{rows} rows": r for rows, r in sorted(self.by_rows.items())}
-        return {"ratios": ratios, "by_rows": by_rows, "ratio": self.ratio, "observations": self.observations}
+        corrections = {f"{rows} rows, {n} tokens": c for (rows, n), c in sorted(self.corrections.items())}
+        by_rows = {f"{rows} rows": c for rows, c in sorted(self.by_rows.items())}
+        return {"speed": self.speed, "corrections": corrections, "by_rows": by_rows, "observations": self.observations}
 
 
 @dataclass
