@@ -2,6 +2,7 @@
 
     python benchmarks/lossless_resolution.py                         # SmolLM2, dtype auto, 8 prompts x 64 tokens
     python benchmarks/lossless_resolution.py --dtype float32 --concurrency 1 4
+    python benchmarks/lossless_resolution.py --recheck none              # without the float32 recheck
 
 A tree mask that shows a node its sibling (`inference.eval.planted_bugs.sees_a_sibling`) computes wrong
 logits from which every committed token is still their own argmax, so only the proof at a divergence can
@@ -12,7 +13,9 @@ divergence is proven as a run proves it (a batched row from the logits its batch
 batched `ar` where the plain bound fails). Per side and concurrency: the generations exact / numerical /
 algorithmic, and each divergence's distance over its bound. A buggy generation classed numerical is one the
 check let through; a correct one classed algorithmic is a false alarm. In fp32 there should be neither; in
-bf16 the two shares are the check's resolution on this machine.
+bf16 the two shares are the check's resolution on this machine. Then, as a run does
+(`inference.eval.recheck`), each generation flagged by (c) alone is decoded again in `--recheck`'s
+precision (the bug still planted on its side) and proven there: the last column counts the classes after it.
 """
 
 from __future__ import annotations
@@ -32,6 +35,8 @@ from inference.decoding.tree.decoder import TreeDecoder
 from inference.eval import divergence
 from inference.eval.divergence import batched_ar_rows, prove_divergence
 from inference.eval.planted_bugs import sibling_seeing_windows
+from inference.eval.recheck import PrecisionRecheck, needs_recheck
+from inference.eval.records import Record
 
 
 @contextlib.contextmanager
@@ -53,6 +58,12 @@ def ratio(d: divergence.Divergence) -> str:
     return f"{d.distance / d.allowed:.2f}{'*' if d.kind == divergence.NUMERICAL else ''}"
 
 
+def counts(kinds: list[str]) -> str:
+    """`exact / numerical / algorithmic` counts of the generations' classes."""
+    seen = Counter(kinds)
+    return " / ".join(str(seen[k]) for k in divergence.DIVERGENCE_CLASSES)
+
+
 def main() -> None:
     parser = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
     parser.add_argument("--dtype", default="auto")
@@ -61,6 +72,7 @@ def main() -> None:
     parser.add_argument("--budget", type=int, default=8, help="DominoTree's fixed node budget")
     parser.add_argument("--concurrency", type=int, nargs="+", default=[1, 2])
     parser.add_argument("--drafter", default="pretrained/smollm2-135m-domino")
+    parser.add_argument("--recheck", default="float32", help="precision of the recheck of (c) flags; none: off")
     args = parser.parse_args()
     start = time.perf_counter()
     target = load_target("smollm2", dtype=args.dtype)
@@ -72,8 +84,18 @@ def main() -> None:
     expected = [ar.generate(p, args.tokens).tokens for p in prompts]
     shape = f"DominoTree budget {args.budget}; {len(prompts)} prompts x {args.tokens} tokens"
     print(f"SmolLM2 in {target.precision_name}; {shape}")
-    print("| tree | concurrency | exact / numerical / algorithmic | distance / bound of each divergence |")
-    print("|---|---|---|---|")
+    fine = args.recheck if args.recheck not in ("none", target.precision_name) else None
+
+    def build() -> dict:
+        fine_target = load_target("smollm2", dtype=fine)
+        fine_drafter = DominoDrafter.from_pretrained(args.drafter, target=fine_target)
+        fine_tree = build_decoder("dominotree", fine_target, fine_drafter, options, TreeOptions(budget=args.budget))
+        return {"ar": build_decoder("ar", fine_target, options=options), "dominotree": fine_tree}
+
+    recheck = PrecisionRecheck(build, fine, args.tokens) if fine else None
+    last = f"after the {fine} recheck" if fine else "recheck (off)"
+    print(f"| tree | concurrency | exact / numerical / algorithmic | distance / bound of each divergence | {last} |")
+    print("|---|---|---|---|---|")
     for bug in (False, True):
         for level in args.concurrency:
             with planted() if bug else contextlib.nullcontext():
@@ -92,10 +114,16 @@ def main() -> None:
                     proofs.append(
                         prove_divergence(tree, ar, prompt, expected[i], out.tokens, args.tokens, sizes, **batched)
                     )
-            kinds = Counter("exact" if d is None else d.kind for d in proofs)
+                after = []
+                for i, (out, d) in enumerate(zip(outs, proofs, strict=True)):
+                    record = Record("instructions", "dominotree", f"p{i}", 0, out.tokens, None, out.stats)
+                    record.divergence, record.concurrency = (d.to_dict() if d else None), level
+                    if recheck is not None and needs_recheck(record):
+                        recheck(record, prompts, i)
+                    after.append(record.divergence["kind"] if record.divergence else "exact")
+            side, before = "planted bug" if bug else "correct", counts([d.kind if d else "exact" for d in proofs])
             ratios = " ".join(ratio(d) for d in proofs if d)
-            counts = " / ".join(str(kinds[k]) for k in divergence.DIVERGENCE_CLASSES)
-            print(f"| {'planted bug' if bug else 'correct'} | {level} | {counts} | {ratios} |")
+            print(f"| {side} | {level} | {before} | {ratios} | {counts(after) if fine else '-'} |")
     print(f"(* proven numerical; {time.perf_counter() - start:.0f} s)")
 
 

@@ -25,12 +25,14 @@ from __future__ import annotations
 import logging
 import time
 from collections.abc import Callable, Mapping
+from functools import partial
 
 from inference.decoding.batched import BatchedDecoder
 from inference.decoding.generation import Decoder, PromptTooLongError
 from inference.eval.divergence import batched_ar_rows
 from inference.eval.loop import check_divergences, generation_generator
 from inference.eval.prompt_sets import BenchmarkPrompt
+from inference.eval.recheck import PrecisionRecheck
 from inference.eval.records import Record
 from inference.targets.adapter import TargetModel
 
@@ -51,6 +53,7 @@ def run_dataset_batched(
     reference: list[Record] | None = None,
     noise_window: int | None = None,
     interleave: int = 0,
+    recheck: PrecisionRecheck | None = None,
 ) -> list[Record]:
     """Every method over `prompts` at `concurrency`; one `Record` per method, prompt and turn.
 
@@ -59,7 +62,7 @@ def run_dataset_batched(
     concurrency (a unit whose prompts all have one is not rerun); `on_records` receives each newly finished
     unit's records. `reference`: this set's batch-1 records when the run has them (their first method's
     replies are the history, their `ar` the lossless reference). `noise_window`: check the outputs against
-    `ar` (greedy runs), as the batch-1 loop does."""
+    `ar` (greedy runs), as the batch-1 loop does; `recheck`: a flag of clause (c) decoded again there."""
     held = {(r.method, r.turn, r.prompt_id): r for r in done or []}
     first_index, index = {}, 0
     for prompt in prompts:
@@ -107,7 +110,9 @@ def run_dataset_batched(
                 if method == first:
                     replies = {(r.prompt_id, r.turn): r.text for r in unit if not r.skipped} | replies
         if checking and fresh:
-            _check([r for unit in fresh for r in unit], expected, turn_ids, decoders, max_new_tokens, noise_window)
+            _check(
+                [r for unit in fresh for r in unit], expected, turn_ids, decoders, max_new_tokens, noise_window, recheck
+            )
         for unit in fresh:
             if on_records is not None:
                 on_records(unit)
@@ -201,10 +206,12 @@ def _check(
     decoders: Mapping[str, Decoder],
     max_new_tokens: int,
     window: int,
+    recheck: PrecisionRecheck | None = None,
 ) -> None:
     """The newly decoded records of one turn against their prompt's batch-1 `ar` (its noise measured there,
     once), each with the logits its batched run captured and, where a proof needs it, batched `ar`
-    replayed along the references in the record's batch (`divergence.batched_ar_rows`)."""
+    replayed along the references in the record's batch (`divergence.batched_ar_rows`); a flag of clause
+    (c) decoded again by `recheck` in a batch of the same prompts (the record's unit, in order)."""
     for r in fresh:
         ar = expected.get((r.prompt_id, r.turn))
         if ar is None or r.skipped:
@@ -218,4 +225,10 @@ def _check(
         def batch(around: range, prompts=prompts, outputs=outputs, index=index, level=r.concurrency):
             return batched_ar_rows(decoders["ar"], level, prompts, outputs, index, around)
 
-        check_divergences([r], ids, decoders, max_new_tokens, window, reference=[ar], batch=batch)
+        again = None
+        if recheck is not None:
+            decoded = [u for u in fresh if u.batch and u.batch["id"] == r.batch["id"] and not u.skipped]
+            everyone = [turn_ids[(u.prompt_id, u.turn)] for u in decoded]
+            again = partial(recheck, prompts=everyone, index=next(i for i, u in enumerate(decoded) if u is r))
+
+        check_divergences([r], ids, decoders, max_new_tokens, window, reference=[ar], batch=batch, recheck=again)

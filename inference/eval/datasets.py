@@ -12,6 +12,7 @@ from inference.eval.batched_loop import run_dataset_batched
 from inference.eval.concurrency import concurrency_levels
 from inference.eval.loop import run_dataset
 from inference.eval.prompt_sets import BenchmarkPrompt, load_benchmark
+from inference.eval.recheck import PrecisionRecheck
 from inference.eval.records import Record
 from inference.targets.adapter import TargetModel
 
@@ -30,12 +31,14 @@ def run_benchmarks(
     previous: list[Record],
     on_records: Callable[[list[Record]], None],
     noise_window: int | None,
+    recheck: PrecisionRecheck | None = None,
 ) -> list[Record]:
     """Every set decoded by every method at every concurrency of `cfg.concurrency` (batch 1 first, prompt
     by prompt; above 1 `inference.eval.batched_loop`); `previous` = the records a resumed run holds,
     `on_records` gets each newly finished piece of work's records. A greedy run above concurrency 1 alone
     (`noise_window` set) decodes `ar` at batch 1 too: the lossless check's reference, reported as the
-    `ar` arm."""
+    `ar` arm. `recheck`: a generation flagged by clause (c) alone is decoded again there
+    (`inference.eval.recheck`)."""
     records = []
     levels = concurrency_levels(cfg.concurrency)
     if noise_window and "ar" in decoders and 1 not in levels:
@@ -61,6 +64,7 @@ def run_benchmarks(
                     done=by_prompt,
                     on_prompt=on_records,
                     noise_window=noise_window,
+                    recheck=recheck,
                 )
                 records += batch1
                 continue
@@ -78,5 +82,6 @@ def run_benchmarks(
                 reference=batch1 or None,
                 noise_window=noise_window,
                 interleave=cfg.interleave,
+                recheck=recheck,
             )
     return records

@@ -13,7 +13,7 @@ from pathlib import Path
 from typing import Any
 
 import torch
-from omegaconf import DictConfig
+from omegaconf import DictConfig, open_dict
 
 from inference.eval.concurrency import concurrency_levels
 from inference.eval.costs import cost_report, measure_costs
@@ -23,7 +23,8 @@ from inference.eval.drafters import drafter_paths, load_drafters, warn_on_other_
 from inference.eval.loop import warm_up
 from inference.eval.machine_load import LoadMonitor, free_cores
 from inference.eval.meta import run_meta
-from inference.eval.options import check_counts, measured_settings, method_options, run_methods
+from inference.eval.options import MethodOptions, check_counts, measured_settings, method_options, run_methods
+from inference.eval.recheck import PrecisionRecheck
 from inference.eval.records import RecordLog
 from inference.eval.results import write_outputs
 from inference.eval.target import load_planned_target, plan_target
@@ -75,7 +76,28 @@ def evaluate(cfg: DictConfig, out_dir: Path) -> dict[str, Any]:
         warm_up(decoders, target, cfg.warmup_tokens, concurrency_levels(cfg.concurrency))
     check_lossless = options.sampling.greedy and "ar" in methods
     noise_window = verify_window(decoders) if check_lossless else None
-    records = run_benchmarks(cfg, benchmarks, decoders, target, previous, record_log.append, noise_window)
+    recheck = precision_recheck(cfg, methods, paths, options, target.precision_name) if check_lossless else None
+    records = run_benchmarks(cfg, benchmarks, decoders, target, previous, record_log.append, noise_window, recheck)
     costs = cost_report(decoders, verify_curves)
     meta = run_meta(cfg, target, bool(drafters), costs, options.tree, noise_window, load)
     return write_outputs(out_dir, records, check_lossless=check_lossless, meta=meta)
+
+
+def precision_recheck(
+    cfg: DictConfig, methods: list[str], paths: dict[str, str], options: MethodOptions, precision: str
+) -> PrecisionRecheck | None:
+    """The run's decoders again in `cfg.lossless_recheck`'s precision, loaded at the first flag of clause
+    (c) (`inference.eval.recheck`); None when it is off or the run's own `precision`."""
+    dtype = cfg.get("lossless_recheck")
+    if not dtype or dtype == precision:
+        return None
+
+    def build() -> dict[str, Any]:
+        fine = cfg.copy()
+        with open_dict(fine):
+            fine.target.dtype = dtype
+        plan = plan_target(fine)
+        drafters = load_drafters(paths, plan)
+        return build_decoders(methods, load_planned_target(fine, plan, drafters), drafters, paths, options)
+
+    return PrecisionRecheck(build, dtype, cfg.max_new_tokens)

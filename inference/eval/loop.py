@@ -26,6 +26,7 @@ from inference.decoding.batched import BatchedDecoder
 from inference.decoding.generation import Decoder, PromptTooLongError
 from inference.eval.divergence import measure_noise, prove_divergence
 from inference.eval.prompt_sets import BenchmarkPrompt
+from inference.eval.recheck import PrecisionRecheck, needs_recheck
 from inference.eval.records import Record
 from inference.targets.adapter import TargetModel
 
@@ -63,12 +64,13 @@ def run_prompt(
     max_turns: int | None,
     method_done: Callable[[int], None] | None = None,
     noise_window: int | None = None,
+    recheck: PrecisionRecheck | None = None,
 ) -> list[Record]:
     """Every method (in order) over every turn of one prompt; generation `first_index + turn` seeds turn `turn`.
 
     `method_done(m)` is called when method number m has finished the prompt (the progress bars).
     `noise_window` (greedy runs with `ar`): measure the divergences and this prompt's noise over that many
-    tokens (`check_divergences`)."""
+    tokens (`check_divergences`), a flag of clause (c) rechecked by `recheck` when given."""
     records: list[Record] = []
     history: dict[int, str] = {}  # the first method's reply to each turn
     turn_ids: dict[int, list[int]] = {}  # every method sees the same prompt at a turn
@@ -92,7 +94,8 @@ def run_prompt(
         if method_done is not None:
             method_done(m)
     if noise_window:
-        check_divergences(records, turn_ids, decoders, max_new_tokens, noise_window)
+        again = None if recheck is None else lambda r: recheck(r, [turn_ids[r.turn]])
+        check_divergences(records, turn_ids, decoders, max_new_tokens, noise_window, recheck=again)
     return records
 
 
@@ -104,12 +107,14 @@ def check_divergences(
     window: int,
     reference: list[Record] | None = None,
     batch: Callable[[range], dict[int, torch.Tensor]] | None = None,
+    recheck: Callable[[Record], None] | None = None,
 ) -> None:
     """Fill `noise` on each reference `ar` record (once) and, on each other record that differs from the
     reference's (same turn), its proven `divergence` (`inference.eval.divergence.prove_divergence`: a
     batch-1 record is replayed, a batched one brings the logits its run captured, `Record.probe`).
     `reference`: the `ar` records to compare with (default: those among `records`). `batch`: batched
-    `ar`'s logits along the reference in the batch the (one, batched) record ran in (`prove_divergence`)."""
+    `ar`'s logits along the reference in the batch the (one, batched) record ran in (`prove_divergence`).
+    `recheck`: called on each record flagged by clause (c) alone (`inference.eval.recheck`)."""
     if reference is None:
         reference = [r for r in records if r.method == "ar"]
     by_turn = {r.turn: r for r in reference if not r.skipped}
@@ -134,6 +139,8 @@ def check_divergences(
             batch=batch,
         )
         r.divergence = found.to_dict() if found else None
+        if recheck is not None and needs_recheck(r):
+            recheck(r)
 
 
 def run_dataset(
@@ -148,13 +155,14 @@ def run_dataset(
     done: Mapping[str, list[Record]] | None = None,
     on_prompt: Callable[[list[Record]], None] | None = None,
     noise_window: int | None = None,
+    recheck: PrecisionRecheck | None = None,
 ) -> list[Record]:
     """Every method over `prompts`; returns one `Record` per method, prompt and turn.
 
     `max_turns` keeps only the first turns of multi-turn prompts (1 = mt-bench's first turns only).
     `done` maps prompt ids to the records a resumed run already holds (those prompts are not rerun);
     `on_prompt` receives each newly finished prompt's records (the run's log appends them).
-    `noise_window`: see `run_prompt`.
+    `noise_window`, `recheck`: see `run_prompt`.
     """
     done = done or {}
     bars = [
@@ -186,6 +194,7 @@ def run_dataset(
                 max_turns,
                 lambda m: bars[m].update(),
                 noise_window,
+                recheck,
             )
             if on_prompt is not None:
                 on_prompt(new)

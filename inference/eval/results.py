@@ -8,7 +8,9 @@ the acceptance-length histogram, stage timings and, at T = 0 with `ar` run, the 
 `inference.eval.divergence`: `own_argmax_violations` (committed tokens that are not the argmax of the
 method's own verify logits), `divergences: {exact, numerical, algorithmic}` (generations; numerical only
 where the replayed proof holds), `lossless` = no algorithmic generation (null when not checked), and, as
-measurements, the run's `noise_floor` and the largest `ar` margin among the numerical divergences. Time
+measurements, the run's `noise_floor` and the largest `ar` margin among the numerical divergences
+(`rechecked`: how many flags of clause (c) were decoded again in a finer precision, and how many it
+proved rounding: `inference.eval.recheck`). Time
 per output token is decode time (everything after the first token) over output tokens, as in the DFlash /
 DDTree harness; prefill is reported on its own.
 """
@@ -108,6 +110,10 @@ def method_summary(records: list[Record], reference: list[Record] | None, floor:
         summary["divergences"] = counts
         summary["noise_floor"] = floor
         summary["max_numerical_gap"] = max(gaps, default=None)
+        rechecks = [r.divergence["recheck"] for r in done if r.divergence and "recheck" in r.divergence]
+        if rechecks:  # flags of clause (c) decoded again in a finer precision (`inference.eval.recheck`)
+            cleared = sum(c["kind"] != ALGORITHMIC for c in rechecks)
+            summary["rechecked"] = {"dtype": rechecks[0]["dtype"], "generations": len(rechecks), "cleared": cleared}
     return summary
 
 
@@ -206,6 +212,8 @@ def _lossless_cell(s: dict[str, Any]) -> str:
         return f"- (all {s['skipped_prompts']} prompts skipped)" if skipped else "-"
     violations = s.get("own_argmax_violations") or 0
     own = f", {violations} own-argmax violations" if violations else ""
+    if again := s.get("rechecked"):
+        own += f", {again['generations']} rechecked in {again['dtype']}: {again['cleared']} rounding"
     return f"{'yes' if s['lossless'] else 'NO'} ({counts_text(s['divergences'])}{own})"
 
 
