@@ -18,7 +18,7 @@ If both hold, the flag is recorded as numerical, the float32 evidence kept besid
 it stays algorithmic. What the recheck vouches for is the code on that prompt in float32: a round there
 may draft another tree than it did in bf16 (the drafter's and the cost rule's numbers change), so a bug
 that fires on one tree shape only could escape it. Without the audit, the planted tree-mask bug escaped
-it once in 8 prompts at batch 1 (its float32 output equalled `ar`'s; `benchmarks/lossless_resolution.py`).
+it once in 8 prompts at batch 1 (no divergence beyond rounding in float32; `benchmarks/lossless_resolution.py`).
 A recheck loads the float32 target and drafters once, at the first flag; a run without a flag pays nothing.
 """
 
