@@ -186,15 +186,17 @@ class ObservedCosts:
         self.speed = 1.0  # running timed / (curve x correction) seconds, every size
         self.corrections: dict[tuple[int, int], float] = {}  # (rows, tokens) -> timed / (curve x speed)
         self.by_rows: dict[int, float] = {}  # rows -> mean correction over their forwards
-        self.counts: dict[tuple[int, int] | int, int] = {}  # forwards timed per size and per row count
+        self.counts: dict[tuple[int, int], int] = {}  # forwards timed per size
+        self.row_counts: dict[int, int] = {}  # forwards timed per row count
         self.observations = 0
 
     def correction(self, n: int, rows: int = 1) -> float:
         """What a forward of this size costs relative to the curve at the current speed."""
         return self.corrections.get((rows, n), self.by_rows.get(rows, 1.0))
 
-    def _step(self, key: tuple[int, int] | int, prior: float) -> float:
-        count = self.counts[key] = self.counts.get(key, 0) + 1
+    def _step(self, counts: dict, key: tuple[int, int] | int, prior: float) -> float:
+        """The weight of a mean's newest value after `prior` values' worth of its start, counted in `counts`."""
+        count = counts[key] = counts.get(key, 0) + 1
         return max(1.0 / (prior + count), self.floor)
 
     def observe(self, n: int, seconds: float, context: int | None = None, rows: int = 1) -> None:
@@ -204,9 +206,9 @@ class ObservedCosts:
             self.speed = ratio / correction
         relative = ratio / self.speed  # against the speed the forwards before this one measured
         key = (rows, n)
-        self.corrections[key] = correction + self._step(key, self.prior) * (relative - correction)
+        self.corrections[key] = correction + self._step(self.counts, key, self.prior) * (relative - correction)
         mean = self.by_rows.get(rows, 1.0)
-        self.by_rows[rows] = mean + self._step(rows, 0.0) * (relative - mean)
+        self.by_rows[rows] = mean + self._step(self.row_counts, rows, 0.0) * (relative - mean)
         self.speed += self.weight * (ratio / correction - self.speed)
         self.observations += 1
 

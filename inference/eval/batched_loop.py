@@ -217,7 +217,8 @@ def _check(
         if ar is None or r.skipped:
             continue
         ids = {r.turn: turn_ids[(r.prompt_id, r.turn)]}
-        unit = [u for u in fresh if u.batch and u.batch["id"] == r.batch["id"] and (u.prompt_id, u.turn) in expected]
+        decoded = [u for u in fresh if u.batch and u.batch["id"] == r.batch["id"]]  # the batch's rows, in order
+        unit = [u for u in decoded if (u.prompt_id, u.turn) in expected]
         prompts = [turn_ids[(u.prompt_id, u.turn)] for u in unit]
         outputs = [expected[(u.prompt_id, u.turn)].tokens for u in unit]
         index = unit.index(r)
@@ -227,7 +228,6 @@ def _check(
 
         again = None
         if recheck is not None:
-            decoded = [u for u in fresh if u.batch and u.batch["id"] == r.batch["id"] and not u.skipped]
             everyone = [turn_ids[(u.prompt_id, u.turn)] for u in decoded]
             again = partial(recheck, prompts=everyone, index=next(i for i, u in enumerate(decoded) if u is r))
 

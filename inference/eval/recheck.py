@@ -30,7 +30,7 @@ from collections.abc import Callable, Mapping
 import torch
 
 from inference.decoding.batched import BatchedDecoder
-from inference.decoding.generation import Decoder
+from inference.decoding.generation import Decoder, Generation
 from inference.decoding.logits_probe import LogitsProbe
 from inference.eval.divergence import (
     ALGORITHMIC,
@@ -89,21 +89,21 @@ class PrecisionRecheck:
         ar, method = self.decoders["ar"], self.decoders[record.method]
         n, ids = self.max_new_tokens, prompts[index]
         reference, ar_rows = _probed(ar, ids, n)
-        tokens, rows, alone = _probed(method, ids, n, stats=True)
-        audit = audit_rows(method.target, ids, reference, tokens, ar_rows, rows, method.max_window())
+        alone, rows = _probed(method, ids, n)
+        audit = audit_rows(method.target, ids, reference.tokens, alone.tokens, ar_rows, rows, method.max_window())
         if record.concurrency == 1:
-            found = prove_divergence(method, ar, ids, reference, tokens, n, alone.draft_sizes)
+            found = prove_divergence(method, ar, ids, reference.tokens, alone.tokens, n, alone.stats.draft_sizes)
         else:
-            references = [reference if i == index else None for i in range(len(prompts))]
+            references = [reference.tokens if i == index else None for i in range(len(prompts))]
             gens = BatchedDecoder(method, record.concurrency).generate(prompts, n, references=references)
             gen = gens[index]
-            outputs = [reference if i == index else g.tokens for i, g in enumerate(gens)]
+            outputs = [reference.tokens if i == index else g.tokens for i, g in enumerate(gens)]
 
             def batch(around: range) -> dict:
                 return batched_ar_rows(ar, record.concurrency, prompts, outputs, index, around)
 
             found = prove_divergence(
-                method, ar, ids, reference, gen.tokens, n, captured=gen.probe, batched=True, batch=batch
+                method, ar, ids, reference.tokens, gen.tokens, n, captured=gen.probe, batched=True, batch=batch
             )
         kind = EXACT if found is None else found.kind
         if audit["distance"] > audit["allowed"]:
@@ -113,19 +113,18 @@ class PrecisionRecheck:
         divergence["recheck"] = {"dtype": self.dtype, "kind": kind, "divergence": proof, "audit": audit}
         if kind != ALGORITHMIC:
             divergence["kind"] = NUMERICAL
-            divergence["reason"] += f"; decoded again in {self.dtype}: {kind}, every logit within rounding, so rounding"
+            divergence["reason"] += f"; decoded again in {self.dtype}: {kind}, every logit within rounding of ar's"
         record.divergence = divergence
 
 
-def _probed(decoder: Decoder, ids: list[int], n: int, stats: bool = False) -> tuple:
-    """A batch-1 generation with a probe on every output: its tokens, {output index: logits row} (and its
-    stats when `stats`)."""
+def _probed(decoder: Decoder, ids: list[int], n: int) -> tuple[Generation, dict[int, torch.Tensor]]:
+    """A batch-1 generation and {output index: the logits row that chose it}, for every output (the probe's
+    own position, -1, is none)."""
     decoder.probe = probe = LogitsProbe(-1, range(n))
     try:
-        gen = decoder.generate(ids, n)
+        return decoder.generate(ids, n), probe.rows
     finally:
         decoder.probe = None
-    return (gen.tokens, probe.rows, gen.stats) if stats else (gen.tokens, probe.rows)
 
 
 @torch.inference_mode()

@@ -91,7 +91,7 @@ def test_timed_forwards_rescale_the_curve_per_size_at_their_context():
 def test_the_device_s_drift_does_not_become_a_price_of_size():
     """Two sizes cost the same; one is timed while the device runs 1.4x slow, then only the other while it
     recovers. Both must read the same again: with one running ratio per size, the size not timed after the
-    slow minute stayed 1.4x dear and the rule kept avoiding it (2-row rounds, 2 Zen 4 cores)."""
+    slow minute stayed 1.35x dear and the rule kept avoiding it (2-row rounds, 2 Zen 4 cores)."""
     costs = ObservedCosts(VerifyCurve([2, 6], [0.020, 0.020], 16))
     for _ in range(10):
         costs.observe(2, 0.020)
