@@ -2,6 +2,7 @@
 
     python benchmarks/compare_runs.py artifacts/runs/decode/cost_sweep/budget_*   # a folder or its results.json
     python benchmarks/compare_runs.py RUN... --methods ddtree dominotree
+    python benchmarks/compare_runs.py artifacts/runs/decode/speed_c4*/paired --spread   # repeats of one run
 
 Each run's label is its folder name. Per row: tok/s (a batched arm's, `ddtree@4`: its throughput), speedup
 over the run's own `ar` (at the arm's concurrency), the decode phase's speedup (batched arms: the prefills
@@ -9,11 +10,17 @@ left out), tau, the mean draft size verified per round, predicted and realised t
 divergence counts (exact / numerical / algorithmic). `--methods ddtree` keeps `ddtree` at every
 concurrency. Runs decode with their own `ar`, so a speedup compares within a run; tok/s compares across
 runs only when the machine was equally quiet for all of them.
+
+`--spread` reads the runs as repeats of one setting: one row per (dataset, method) with the mean, the sample
+standard deviation and the range of its speedup and decode speedup over the runs that hold it. On a shared
+machine the same arm's speedup moves by several percent from run to run; a difference between two arms is
+a finding only where it exceeds that spread.
 """
 
 from __future__ import annotations
 
 import argparse
+import statistics
 import sys
 from pathlib import Path
 
@@ -25,6 +32,7 @@ from inference.eval.results import read_results  # noqa: E402
 
 HEADER = ["dataset", "method", "run", "tok/s", "speedup", "decode speedup", "tau", "mean draft", "predicted"]
 HEADER += ["realised", "e / n / a"]
+SPREAD_HEADER = ["dataset", "method", "runs", "speedup", "decode speedup"]
 
 
 def _num(value: float | None, spec: str, suffix: str = "") -> str:
@@ -61,8 +69,38 @@ def rows(paths: list[Path], methods: list[str] | None = None) -> list[list[str]]
     return [r[:-1] for r in table]
 
 
-def markdown(table: list[list[str]]) -> str:
-    lines = ["| " + " | ".join(HEADER) + " |", "|" + "---|" * len(HEADER)]
+def summary(values: list[float]) -> str:
+    """mean ± sample sd (min-max) of a speedup over runs; the mean alone for one run."""
+    if not values:
+        return "-"
+    if len(values) == 1:
+        return f"{values[0]:.2f}x"
+    return f"{statistics.mean(values):.2f}x ± {statistics.stdev(values):.2f} ({min(values):.2f}-{max(values):.2f})"
+
+
+def spread(paths: list[Path], methods: list[str] | None = None) -> list[list[str]]:
+    """One row per (dataset, method) over the runs as repeats: how many runs hold it, then `summary` of its
+    speedup and of its decode speedup (batched arms), sorted by dataset, then method."""
+    found: dict[tuple[str, str], dict[str, list[float]]] = {}
+    for path in paths:
+        results = read_results(path / "results.json" if path.is_dir() else path)["results"]
+        for dataset, by_method in results.items():
+            for method, s in by_method.items():
+                if methods and method.partition("@")[0] not in methods:
+                    continue
+                cell = found.setdefault((dataset, method), {"runs": [], "speedup": [], "decode_speedup": []})
+                cell["runs"].append(1.0)
+                for key in ("speedup", "decode_speedup"):
+                    if s.get(key) is not None:
+                        cell[key].append(float(s[key]))
+    return [
+        [dataset, method, str(len(cell["runs"])), summary(cell["speedup"]), summary(cell["decode_speedup"])]
+        for (dataset, method), cell in sorted(found.items())
+    ]
+
+
+def markdown(table: list[list[str]], header: list[str] = HEADER) -> str:
+    lines = ["| " + " | ".join(header) + " |", "|" + "---|" * len(header)]
     return "\n".join(lines + ["| " + " | ".join(r) + " |" for r in table])
 
 
@@ -70,8 +108,12 @@ def main(argv: list[str] | None = None) -> int:
     parser = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
     parser.add_argument("runs", nargs="+", type=Path, help="domino-decode run folders (or their results.json)")
     parser.add_argument("--methods", nargs="+", default=None, help="only these methods (default: every one)")
+    parser.add_argument("--spread", action="store_true", help="the runs as repeats: mean, sd and range per arm")
     args = parser.parse_args(argv)
-    print(markdown(rows(args.runs, args.methods)))
+    if args.spread:
+        print(markdown(spread(args.runs, args.methods), SPREAD_HEADER))
+    else:
+        print(markdown(rows(args.runs, args.methods)))
     return 0
 
 

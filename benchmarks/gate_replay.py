@@ -4,16 +4,17 @@
         drafter_path=... baseline_drafter_path=... hydra.run.dir=RUN    # every round drafts, timed
     python benchmarks/gate_replay.py RUN --slowdown 1 1.25 1.5 2 3
 
-A run with the gate off records every round's committed tokens and wall seconds (`stats.accept_lengths`,
-`stats.round_s`), and its `ar` records give each prompt's plain round (decode seconds per token). The
-replay walks each prompt's output: a round the gate lets draft takes the recorded drafting round that
-starts at the output's position, its seconds times `slowdown` (drafting made to lose, as a slower drafter
-or a dearer verify would); a paused round decodes one token in the prompt's plain round. The gate sees
-what it would have measured and is kept across prompts, as a decoder keeps it. Per method and slowdown:
-tokens/s of `ar`, of always drafting and of each gate variant (the default; pauses by round count alone)
-with its share of plain rounds, and the variant's throughput over the better of the first two. It
-approximates: a paused stretch does not change what the drafter proposes after it, and a retry's one-time
-catch-up projection is not charged.
+A run with the gate off records every round's committed tokens, wall seconds and expected tokens
+(`stats.accept_lengths`, `stats.round_s`, `stats.predicted`: the gate judges the last), and its `ar`
+records give each prompt's plain round (decode seconds per token). The replay walks each prompt's
+output: a round the gate lets draft takes the recorded drafting round that starts at the output's
+position, its seconds times `slowdown` (drafting made to lose, as a slower drafter or a dearer verify
+would); a paused round decodes one token in the prompt's plain round. The gate sees what it would have
+measured and is kept across prompts, as a decoder keeps it. Per method and slowdown: tokens/s of `ar`,
+of always drafting and of each gate variant (the default; pauses by round count alone) with its share of
+plain rounds, and the variant's throughput over the better of the first two. It approximates: a paused
+stretch does not change what the drafter proposes after it, and a retry's one-time catch-up projection
+is not charged.
 """
 
 from __future__ import annotations
@@ -53,9 +54,10 @@ def replay(rows: dict[str, dict], ar: dict[str, dict], gate: DraftGate | None, s
     for key, row in rows.items():
         stats, base = row["stats"], ar[key]["stats"]
         plain_s = base["decode_s"] / max(base["output_tokens"] - 1, 1)
-        rounds = list(zip(stats["accept_lengths"], stats["round_s"], strict=True))
+        predicted = stats.get("predicted") or [None] * len(stats["accept_lengths"])
+        rounds = list(zip(stats["accept_lengths"], stats["round_s"], predicted, strict=True))
         starts, at = [], 0
-        for n, _ in rounds:
+        for n, _, _ in rounds:
             starts.append(at)
             at += n
         done, i = 0, 0
@@ -65,14 +67,14 @@ def replay(rows: dict[str, dict], ar: dict[str, dict], gate: DraftGate | None, s
             if drafted:  # the next recorded round not yet replayed that starts at or after the output's position
                 while i < len(rounds) - 1 and starts[i] < done:
                     i += 1
-                n, s = rounds[min(i, len(rounds) - 1)]
+                n, s, expected = rounds[min(i, len(rounds) - 1)]
                 n, s = min(n, at - done), s * slowdown
                 i += 1
             else:
-                n, s = 1, plain_s
+                n, s, expected = 1, plain_s, None
                 plain += 1
             if gate is not None:
-                gate.record(drafted, n, s, 1.0 / plain_s)
+                gate.record(drafted, n, s, 1.0 / plain_s, expected)
             tokens, seconds, done = tokens + n, seconds + s, done + n
     return tokens / max(seconds, 1e-9), plain / max(total, 1)
 

@@ -9,7 +9,9 @@ So a round costs its real tokens plus its pad slots. Two choices per round, both
 
 - **Whether the batch drafts** (before drafting): the batch drafts while its drafting rounds commit more
   tokens per second of wall time (every row's tokens over the whole round: the drafts, the verify, the
-  judging and commits) than its plain rounds do. Otherwise every row decodes plainly (draft size 0), and
+  judging and commits) than its plain rounds do, a drafting round's tokens read as the ones its kept
+  drafts were expected to add, scaled by what drafting rounds committed per expected token so far (which
+  drafts a round accepts is a coin toss, and a gate judging that toss shut on unlucky retries). Otherwise every row decodes plainly (draft size 0), and
   drafting is tried again after a pause that doubles while it keeps losing: one `DraftGate` over whole
   rounds per concurrency, kept by the decoder across batched runs (as the batch-1 decoder keeps its own).
   Its rates are in units of the live rows' plain rate (a round's tokens per row over its seconds in plain
@@ -366,11 +368,14 @@ class BatchBudget:
         verify_s: float | None = None,
         context: int | None = None,
         width: int = 1,
+        expected: float | None = None,
     ) -> None:
         """Feed the gate one round: `tokens` committed by its `rows` live rows in `seconds` of wall time
-        (drafts, the forward, every judge and commit), `drafted` when any row drafted; the gate sees the
-        round's rate over the plain rate of `rows` rows in a forward of `batch_rows` (module doc), so a
-        plain round of any size scores about 1; a retry's catch-up projection is left out. The round's
+        (drafts, the forward, every judge and commit), `drafted` when any row drafted, `expected` the
+        tokens the rows were expected to commit (None: not known; the gate then judges `tokens`,
+        `draft_gate.py`); the gate sees the round's rate over the plain rate of `rows` rows in a forward of
+        `batch_rows` (module doc), so a plain round of any size scores about 1; a retry's catch-up
+        projection is left out. The cap judges the committed tokens. The round's
         verify forward (`tokens_verified` real tokens over `batch_rows` rows, None: one a row, in
         `verify_s`, its longest row after `context` cached tokens, `width` columns wide) corrects the cost
         curve first: its seconds less its pad slots' (`pad`) correct the real tokens' curve."""
@@ -380,7 +385,8 @@ class BatchBudget:
             self.timed.observe(real, max(verify_s - padded, 1e-9), context, batch_rows)
         plain_round = self.cost(batch_rows, batch_rows, context)  # seconds of a plain round's forward, these rows
         units, spent = tokens * plain_round / rows, seconds - self.catch_up_s
-        self.gate().record(drafted, units, spent, plain_estimate=1.0)
+        foreseen = None if expected is None else expected * plain_round / rows
+        self.gate().record(drafted, units, spent, plain_estimate=1.0, expected=foreseen)
         if drafted:  # the widest row's window: its root and the most drafts a row kept
             self.cap().record(self.row_cap, units, spent, width - 1)
 

@@ -373,7 +373,8 @@ class BatchedDecoder:
             stats.round_s.append(seconds)
         if budget is not None:
             verify_s = forward_s if clock.exact else None  # unsynchronised, it timed the launches only
-            budget.end_round(drafted, committed, seconds, rows, rows, real, verify_s, context, batch.width)
+            expected = sum(stats.predicted[-1] for stats in row_stats)
+            budget.end_round(drafted, committed, seconds, rows, rows, real, verify_s, context, batch.width, expected)
 
     @staticmethod
     def _watch(

@@ -17,6 +17,17 @@ after doubled pause (DDTree at concurrency 4 once ran 0.95x batched `ar`, where 
 (`DraftKVCache.pending`): a one-time debt, not a cost of drafting from now on, which callers time apart
 and leave out of the seconds they record (`reopening`).
 
+A drafting round is judged by the tokens it was expected to commit (`expected`: the root plus the
+acceptance model's sum over the drafts it kept), scaled by the tokens drafting rounds committed per
+expected one so far (shrunk toward 1 by `CALIBRATION_ROUNDS` rounds' worth), not by the tokens it
+happened to commit: which drafts a round accepts is a coin toss per draft. In simulated rounds of budget
+2 at 4 rows (`benchmarks/gate_noise.py`; a probe of 2 rounds reads its committed tokens to +-17 %, one
+sd), where drafting gains 4-15 % over plain rounds a gate judging what rounds happened to commit shut on
+unlucky probes and kept 16-58 % of rounds plain, one judging their expectation 0-23 % (at 4 rows on 2
+Zen 4 cores the gate kept 28-77 % of rounds plain where budget 2 gained 0-8 %). The seconds stay
+measured, so whatever the cost model misses still counts, and the running ratio keeps a biased
+acceptance model from steering the gate.
+
 A losing retry also bounds what retrying costs: the seconds its rounds took beyond what plain rounds
 would have taken for their tokens are at most `probe_share` of the plain decoding before the next retry,
 so the pause lasts at least that long whatever its round count. Where drafting loses by much (a batch of
@@ -35,6 +46,7 @@ LONGEST_PAUSE = 64
 WEIGHT = 0.25  # of the newest round in each running rate
 PROBE_ROUNDS = 2  # drafting rounds measured together after a pause, before drafting is judged again
 PROBE_SHARE = 0.05  # a losing retry's lost seconds, as a share of the plain decoding before the next retry
+CALIBRATION_ROUNDS = 16  # drafting rounds' worth of the prior (1) in the ratio of committed to expected tokens
 
 
 @dataclass
@@ -50,6 +62,9 @@ class DraftGate:
     probe_tokens: float = 0.0
     probe_seconds: float = 0.0
     owed: float = 0.0  # seconds of plain rounds still to run before a retry (PROBE_SHARE)
+    committed: float = 0.0  # tokens drafting rounds committed, over the rounds that gave `expected`
+    expected: float = 0.0  # tokens those rounds were expected to commit
+    expected_rounds: int = 0
 
     def drafting(self) -> bool:
         """Whether this round drafts."""
@@ -66,9 +81,25 @@ class DraftGate:
         plain rounds before it committed, which the caller times apart (module doc)."""
         return self.probe_left == PROBE_ROUNDS
 
-    def record(self, drafted: bool, tokens: float, seconds: float, plain_estimate: float) -> None:
+    def calibration(self) -> float:
+        """Tokens drafting rounds committed per expected token so far, shrunk toward 1 (module doc)."""
+        if not self.expected_rounds:
+            return 1.0
+        prior = CALIBRATION_ROUNDS * self.expected / self.expected_rounds  # that many rounds' expected tokens
+        return (self.committed + prior) / (self.expected + prior)
+
+    def record(
+        self, drafted: bool, tokens: float, seconds: float, plain_estimate: float, expected: float | None = None
+    ) -> None:
         """A finished round: `tokens` (or any measure of them, e.g. the batch's plain-rate units) in
-        `seconds`; `plain_estimate` = that measure per second of a plain round before one was measured."""
+        `seconds`; `plain_estimate` = that measure per second of a plain round before one was measured;
+        `expected`: a drafting round's expected tokens in the same measure, judged instead of `tokens`
+        once scaled by `calibration` (module doc; None: `tokens` are judged)."""
+        if drafted and expected is not None:
+            self.committed += tokens
+            self.expected += expected
+            self.expected_rounds += 1
+            tokens = expected * self.calibration()
         rate = tokens / max(seconds, 1e-9)
         if not drafted:
             self.plain_rate = rate if self.plain_rate is None else (1 - WEIGHT) * self.plain_rate + WEIGHT * rate

@@ -255,7 +255,8 @@ class SpeculativeDecoder(Decoder):
             t3 = clock.now()
             if self.cost_aware:
                 plain = 1.0 / self.verify_cost(1, state.length)
-                self.gate.record(drafting, stats.accept_lengths[-1], t3 - t0 - catch_up, plain)
+                spent, expected = t3 - t0 - catch_up, stats.predicted[-1] if drafting else None
+                self.gate.record(drafting, stats.accept_lengths[-1], spent, plain, expected)
             stats.draft_s += t1 - t0
             stats.verify_s += t2 - t1
             stats.commit_s += t3 - t2

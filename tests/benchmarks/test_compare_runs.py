@@ -44,6 +44,18 @@ def test_rows_group_each_method_over_the_runs_in_the_order_given(tmp_path, capsy
     assert out[2].startswith("| sharegpt | ar | budget_4 | 20.0 | 1.00x | - | 1.00 | - |")
 
 
+def test_spread_reads_the_runs_as_repeats_of_one_setting(tmp_path, capsys):
+    runs = [_run(tmp_path / f"repeat_{i}", speedup, [0, 4]) for i, speedup in enumerate([1.1, 1.3, 1.2])]
+    table = compare_runs.spread(runs[:2] + [runs[2] / "results.json"], methods=["ddtree"])
+    assert [r[:3] for r in table] == [["sharegpt", "ddtree", "3"], ["sharegpt", "ddtree@4", "3"]]
+    assert table[0][3:] == ["1.20x ± 0.10 (1.10-1.30)", "-"]  # no decode speedup: a batch-1 arm
+    assert table[1][3:] == ["0.90x ± 0.00 (0.90-0.90)", "0.80x ± 0.00 (0.80-0.80)"]
+    assert compare_runs.spread(runs[:1])[1][3] == "1.10x"  # one run: its value alone
+    assert compare_runs.main([*map(str, runs), "--spread"]) == 0
+    out = capsys.readouterr().out.splitlines()
+    assert out[0] == "| dataset | method | runs | speedup | decode speedup |" and len(out) == 2 + 3
+
+
 def test_a_folder_without_results_is_refused_naming_it(tmp_path):
     with pytest.raises(ResultsFileError, match="does not exist"):
         compare_runs.rows([tmp_path])

@@ -90,3 +90,24 @@ def test_a_cost_aware_tree_whose_drafts_never_pay_decodes_plainly_and_stays_loss
     decoder = build_decoder("dominotree", qwen_target, drafter, ungated, TreeOptions(budget="auto", max_budget=8))
     out = decoder.generate(prompt, 60)
     assert out.tokens == expected and out.stats.plain_rounds == 0
+
+
+def test_a_drafting_round_is_judged_by_its_expected_tokens_scaled_by_what_rounds_committed():
+    gate = DraftGate(plain_rate=1.0)
+    assert gate.calibration() == 1.0
+    gate.record(True, 1, 1.0, plain_estimate=1.0, expected=2.0)  # unlucky: 1 token where 2 were expected
+    gate.record(True, 1, 1.0, plain_estimate=1.0, expected=2.0)
+    # the ratio of committed to expected tokens (0.5 over 2 rounds) shrunk toward 1 by 16 rounds' worth
+    ratio = (2 + 16 * 2) / (4 + 16 * 2)
+    assert gate.calibration() == pytest.approx(ratio)
+    assert gate.pause == 0 and gate.draft_rate > 1.0  # judged by the expectation: drafting pays
+    for _ in range(1000):  # an acceptance model that keeps expecting twice what rounds commit
+        gate.record(True, 1, 1.0, plain_estimate=1.0, expected=2.0)
+    assert gate.calibration() == pytest.approx(0.5, abs=0.02)
+    assert gate.draft_rate == pytest.approx(1.0, abs=0.04)  # the bias is scaled away
+
+
+def test_a_plain_round_s_expectation_is_not_read():
+    gate = DraftGate()
+    gate.record(False, 1, 0.5, plain_estimate=1.0, expected=5.0)
+    assert gate.plain_rate == 2.0 and gate.expected_rounds == 0
