@@ -22,6 +22,8 @@ from __future__ import annotations
 import argparse
 import statistics
 import sys
+from collections import Counter
+from collections.abc import Iterator
 from pathlib import Path
 
 HERE = Path(__file__).resolve().parent
@@ -45,26 +47,32 @@ def mean_draft(histogram: list[int] | None) -> float | None:
     return sum(n * c for n, c in enumerate(histogram)) / rounds if rounds else None
 
 
-def rows(paths: list[Path], methods: list[str] | None = None) -> list[list[str]]:
-    """The table's rows, sorted by dataset, then method, then the order the runs were given."""
-    table = []
+def arms(paths: list[Path], methods: list[str] | None = None) -> Iterator[tuple[int, str, str, str, dict]]:
+    """(the run's order, its label, dataset, method, its results) of every arm of the runs, in file order;
+    `methods` keeps those methods at every concurrency."""
     for order, path in enumerate(paths):
         results = read_results(path / "results.json" if path.is_dir() else path)["results"]
         label = (path if path.is_dir() else path.parent).name
         for dataset, by_method in results.items():
             for method, s in by_method.items():
-                if methods and method.partition("@")[0] not in methods:
-                    continue
-                div = s.get("divergences")
-                rate = s.get("throughput_tok_s") if "@" in method else s.get("tokens_per_s")
-                table.append(
-                    [dataset, method, label, _num(rate, ".1f"), _num(s.get("speedup"), ".2f", "x")]
-                    + [_num(s.get("decode_speedup"), ".2f", "x")]
-                    + [_num(s.get("tau"), ".2f"), _num(mean_draft(s.get("draft_size_histogram")), ".1f")]
-                    + [_num(s.get("predicted_tokens_per_round"), ".2f")]
-                    + [_num(s.get("realised_tokens_per_round"), ".2f")]
-                    + [" / ".join(str(v) for v in div.values()) if div else "-", order]
-                )
+                if not methods or method.partition("@")[0] in methods:
+                    yield order, label, dataset, method, s
+
+
+def rows(paths: list[Path], methods: list[str] | None = None) -> list[list[str]]:
+    """The table's rows, sorted by dataset, then method, then the order the runs were given."""
+    table = []
+    for order, label, dataset, method, s in arms(paths, methods):
+        div = s.get("divergences")
+        rate = s.get("throughput_tok_s") if "@" in method else s.get("tokens_per_s")
+        table.append(
+            [dataset, method, label, _num(rate, ".1f"), _num(s.get("speedup"), ".2f", "x")]
+            + [_num(s.get("decode_speedup"), ".2f", "x")]
+            + [_num(s.get("tau"), ".2f"), _num(mean_draft(s.get("draft_size_histogram")), ".1f")]
+            + [_num(s.get("predicted_tokens_per_round"), ".2f")]
+            + [_num(s.get("realised_tokens_per_round"), ".2f")]
+            + [" / ".join(str(v) for v in div.values()) if div else "-", order]
+        )
     table.sort(key=lambda r: (r[0], r[1], r[-1]))
     return [r[:-1] for r in table]
 
@@ -81,21 +89,18 @@ def summary(values: list[float]) -> str:
 def spread(paths: list[Path], methods: list[str] | None = None) -> list[list[str]]:
     """One row per (dataset, method) over the runs as repeats: how many runs hold it, then `summary` of its
     speedup and of its decode speedup (batched arms), sorted by dataset, then method."""
-    found: dict[tuple[str, str], dict[str, list[float]]] = {}
-    for path in paths:
-        results = read_results(path / "results.json" if path.is_dir() else path)["results"]
-        for dataset, by_method in results.items():
-            for method, s in by_method.items():
-                if methods and method.partition("@")[0] not in methods:
-                    continue
-                cell = found.setdefault((dataset, method), {"runs": [], "speedup": [], "decode_speedup": []})
-                cell["runs"].append(1.0)
-                for key in ("speedup", "decode_speedup"):
-                    if s.get(key) is not None:
-                        cell[key].append(float(s[key]))
+    runs: Counter[tuple[str, str]] = Counter()
+    values: dict[tuple[str, str, str], list[float]] = {}
+    for _, _, dataset, method, s in arms(paths, methods):
+        runs[dataset, method] += 1
+        for key in ("speedup", "decode_speedup"):
+            values.setdefault((dataset, method, key), [])
+            if s.get(key) is not None:
+                values[dataset, method, key].append(float(s[key]))
     return [
-        [dataset, method, str(len(cell["runs"])), summary(cell["speedup"]), summary(cell["decode_speedup"])]
-        for (dataset, method), cell in sorted(found.items())
+        [dataset, method, str(n), summary(values[dataset, method, "speedup"])]
+        + [summary(values[dataset, method, "decode_speedup"])]
+        for (dataset, method), n in sorted(runs.items())
     ]
 
 

@@ -11,9 +11,10 @@ So a round costs its real tokens plus its pad slots. Two choices per round, both
   tokens per second of wall time (every row's tokens over the whole round: the drafts, the verify, the
   judging and commits) than its plain rounds do, a drafting round's tokens read as the ones its kept
   drafts were expected to add, scaled by what drafting rounds committed per expected token so far (which
-  drafts a round accepts is a coin toss, and a gate judging that toss shut on unlucky retries). Otherwise every row decodes plainly (draft size 0), and
-  drafting is tried again after a pause that doubles while it keeps losing: one `DraftGate` over whole
-  rounds per concurrency, kept by the decoder across batched runs (as the batch-1 decoder keeps its own).
+  drafts a round accepts is a coin toss, and a gate judging that toss shut on unlucky retries). Otherwise
+  every row decodes plainly (draft size 0), and drafting is tried again after a pause that doubles while
+  it keeps losing: one `DraftGate` over whole rounds per concurrency, kept by the decoder across batched
+  runs (as the batch-1 decoder keeps its own).
   Its rates are in units of the live rows' plain rate (a round's tokens per row over its seconds in plain
   rounds of those rows, from the verify curve), so that a draining batch's rounds, which commit fewer
   tokens for a cheaper forward, are judged on the same scale as a full batch's and feed the same gate: a

@@ -62,9 +62,9 @@ class DraftGate:
     probe_tokens: float = 0.0
     probe_seconds: float = 0.0
     owed: float = 0.0  # seconds of plain rounds still to run before a retry (PROBE_SHARE)
-    committed: float = 0.0  # tokens drafting rounds committed, over the rounds that gave `expected`
-    expected: float = 0.0  # tokens those rounds were expected to commit
-    expected_rounds: int = 0
+    committed_sum: float = 0.0  # tokens committed by the drafting rounds that gave an expectation
+    expected_sum: float = 0.0  # tokens those rounds were expected to commit
+    expected_rounds: int = 0  # how many they were
 
     def drafting(self) -> bool:
         """Whether this round drafts."""
@@ -85,8 +85,8 @@ class DraftGate:
         """Tokens drafting rounds committed per expected token so far, shrunk toward 1 (module doc)."""
         if not self.expected_rounds:
             return 1.0
-        prior = CALIBRATION_ROUNDS * self.expected / self.expected_rounds  # that many rounds' expected tokens
-        return (self.committed + prior) / (self.expected + prior)
+        prior = CALIBRATION_ROUNDS * self.expected_sum / self.expected_rounds  # that many rounds' expected tokens
+        return (self.committed_sum + prior) / (self.expected_sum + prior)
 
     def record(
         self, drafted: bool, tokens: float, seconds: float, plain_estimate: float, expected: float | None = None
@@ -96,8 +96,8 @@ class DraftGate:
         `expected`: a drafting round's expected tokens in the same measure, judged instead of `tokens`
         once scaled by `calibration` (module doc; None: `tokens` are judged)."""
         if drafted and expected is not None:
-            self.committed += tokens
-            self.expected += expected
+            self.committed_sum += tokens
+            self.expected_sum += expected
             self.expected_rounds += 1
             tokens = expected * self.calibration()
         rate = tokens / max(seconds, 1e-9)
