@@ -307,7 +307,7 @@ class BatchedDecoder:
         budget = rule if isinstance(rule, BatchBudget) else None
         start = clock.now()
         if budget is not None:
-            budget.start_round()
+            budget.start_round(rows)
         drafts: dict[int, object] = {}
         windows: list[VerifyWindow | None] = [None] * rows
         active = {r: row.state for r, row in enumerate(live[:rows])}

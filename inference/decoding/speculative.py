@@ -115,7 +115,7 @@ class SpeculativeDecoder(Decoder):
         self.gate = DraftGate(self.options.draft_gate)
         self.batch_curves: dict[int, VerifyCurve] = {}  # concurrency -> batch verify curve (`batch_budget.py`)
         self.batch_costs: dict[int, ObservedCosts] = {}  # concurrency -> that curve corrected by timed rounds
-        self.batch_gates: dict[int, DraftGate] = {}  # concurrency -> the batch's gate over rounds
+        self.batch_gates: dict[tuple[int, int], DraftGate] = {}  # (concurrency, live rows) -> gate over rounds
         self.batch_caps: dict[int, DraftCap] = {}  # concurrency -> the cap on a row's drafts (`draft_cap.py`)
         # A replay (the lossless check) of a cost-aware generation: its rounds' draft sizes
         # (`stats.draft_sizes`), so that timing-driven choices verify the same windows again.

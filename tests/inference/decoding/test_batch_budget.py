@@ -178,24 +178,34 @@ def test_the_batch_gate_compares_whole_rounds_and_is_kept_across_batched_runs():
     assert not again.drafting and again.gate().pause == 3
 
 
-def test_a_draining_batch_feeds_the_same_gate_in_plain_rate_units():
-    """Rounds with one live row of two (the batch draining) commit half the tokens for a cheaper forward:
-    each round is scored against a plain round of its own rows, so the drain neither drags down the full
-    batch's plain rate nor explores drafting again at its own row count."""
+def test_a_draining_batch_has_its_own_gate_per_live_row_count():
+    """Whether drafting pays depends on how many rows share the forward: a full batch where drafting loses
+    pauses its own gate, and the same batch draining to one row, where drafting wins, is judged apart
+    (starting, like the full batch, with one plain round and a probe) instead of inheriting that pause."""
     curve = VerifyCurve([1, 2, 8], [0.008, 0.010, 0.012], 16)
     budget = BatchBudget(_Decoder(curve), 2)
-    budget.start_round()
+    budget.start_round(2)
     assert not budget.drafting  # the first round measures plain decoding
     budget.end_round(False, 2, 0.010, rows=2, batch_rows=2)  # full: 200 tokens / s = the curve's plain rate
-    budget.end_round(False, 1, 0.008, rows=1, batch_rows=1)  # draining: 125 tokens / s, its rows' plain rate
-    assert budget.gate().plain_rate == pytest.approx(1.0)
-    for _ in range(PROBE_ROUNDS):  # drafting drain rounds at 0.8x their plain rate
-        budget.end_round(True, 2, 0.020, rows=1, batch_rows=1)
-    budget.start_round()
-    assert not budget.drafting and budget.gate().pause == 3  # losing: the full batch pauses too
-    for _ in range(PROBE_ROUNDS):  # the retry: full drafting rounds at 1.5x the plain rate
-        budget.end_round(True, 3, 0.010, rows=2, batch_rows=2)
-    assert budget.gate().draft_rate == pytest.approx(1.5) and budget.gate().next_pause == FIRST_PAUSE
+    assert budget.gate(2).plain_rate == pytest.approx(1.0)
+    for _ in range(PROBE_ROUNDS):  # full drafting rounds at 0.75x the plain rate: losing
+        budget.start_round(2)
+        assert budget.drafting
+        budget.end_round(True, 3, 0.020, rows=2, batch_rows=2)
+    budget.start_round(2)
+    assert not budget.drafting and budget.gate().pause == FIRST_PAUSE - 1
+    budget.start_round(1)
+    assert not budget.drafting  # one row: its own first plain round, not the full batch's pause
+    budget.end_round(False, 1, 0.008, rows=1, batch_rows=1)  # 125 tokens / s, its rows' plain rate
+    assert budget.gate(1).plain_rate == pytest.approx(1.0)
+    for _ in range(PROBE_ROUNDS):  # one row drafting at 2x its plain rate
+        budget.start_round(1)
+        assert budget.drafting
+        budget.end_round(True, 2, 0.008, rows=1, batch_rows=1)
+    budget.start_round(1)
+    assert budget.drafting and budget.gate(1).draft_rate == pytest.approx(2.0)
+    assert budget.gate(2).pause == FIRST_PAUSE - 1  # the full batch's gate untouched by the drain
+    assert BatchBudget(budget.decoder, 2).gate(1) is budget.gate(1)  # kept by the decoder, per row count
 
 
 def test_a_build_may_stop_once_no_draft_still_to_build_could_be_kept():
