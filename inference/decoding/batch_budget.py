@@ -233,6 +233,7 @@ class BatchBudget:
         self.timed: ObservedCosts | None = decoder.batch_costs.get(concurrency) if calibrate else None
         self.rows = concurrency  # this round's live rows, whose gate decides (`start_round`)
         self.drafting = True  # this round's gate decision (`start_round`)
+        self.after_plain = False  # whether the round before this one was plain
         self.row_cap: int | None = None  # this round's most drafts a row may keep (`DraftCap`; None: none)
         self.catch_up_s = 0.0  # this round's projection of context the plain rounds left waiting
 
@@ -271,16 +272,18 @@ class BatchBudget:
         """Ask the gate of `rows` live rows (None: the full batch) whether this round drafts, and the cap
         how many drafts a row may keep (once per round, before any row drafts)."""
         self.rows = self.concurrency if rows is None else rows
+        self.after_plain = not self.drafting
         self.drafting = self.gate().drafting()
         self.row_cap = self.cap().current() if self.drafting else None
 
     def draft_blocks(self, states: list[DecodeState]) -> None:
-        """The backbone of every row in one forward, in a round the batch drafts. A retry's first round
-        projects the context the plain rounds left waiting before, timed apart (`DraftGate.reopening`)."""
+        """The backbone of every row in one forward, in a round the batch drafts. The first drafting round
+        after plain ones projects the context they left waiting before, timed apart: a debt of the plain
+        rounds (`DraftGate.reopening`), whichever row count's gate kept them plain."""
         self.catch_up_s = 0.0
         if not self.drafting:
             return
-        if self.gate().reopening():
+        if self.after_plain:
             t0 = self.decoder.clock.now()
             self.drafter.flush_contexts([s.draft_cache for s in states])
             self.catch_up_s = self.decoder.clock.now() - t0

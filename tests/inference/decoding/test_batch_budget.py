@@ -165,6 +165,35 @@ def test_a_retrys_catch_up_projection_is_left_out_of_its_rate():
     assert budget.gate().draft_rate == pytest.approx(1.5) and budget.gate().pause == 0
 
 
+def test_the_catch_up_after_another_row_counts_plain_round_is_timed_apart():
+    """Gates are per live-row count, so a round can draft under a gate with no pause of its own right after
+    a plain round of another: that round's draft still owes the plain round's context, timed apart."""
+    decoder = _Decoder(VerifyCurve([1, 2, 8], [0.008, 0.010, 0.012], 16))
+    clock = decoder.clock = _Clock()
+    flushed = []
+
+    class _Drafter:
+        def flush_contexts(self, caches):
+            flushed.append(len(caches))
+            clock.t += 0.050
+
+    decoder.drafter = _Drafter()
+    decoder.draft_blocks = lambda states, enough, limit: None
+    budget = BatchBudget(decoder, 2)
+    one = budget.gate(1)
+    one.pause, one.probe_left, one.plain_rate, one.draft_rate = 0, 0, 1.0, 2.0  # one row: drafting, settled
+    budget.start_round(2)
+    assert not budget.drafting  # the full batch's first round is plain
+    budget.draft_blocks([_state(), _state()])
+    budget.start_round(1)
+    assert budget.drafting and not one.reopening()
+    budget.draft_blocks([_state()])
+    assert flushed == [1] and budget.catch_up_s == pytest.approx(0.050)
+    budget.start_round(1)
+    budget.draft_blocks([_state()])
+    assert flushed == [1] and budget.catch_up_s == 0.0  # after a drafting round nothing is owed
+
+
 def test_the_batch_gate_compares_whole_rounds_and_is_kept_across_batched_runs():
     curve = VerifyCurve([2, 8], [0.010, 0.012], 16)
     budget = BatchBudget(_Decoder(curve), 2)
