@@ -64,6 +64,11 @@ class Decoder(ABC):
         self.clock = StageClock(target.device, sync=options.sync_stages)
         self.probe: LogitsProbe | None = None  # set by the lossless check's replay (logits_probe.py)
 
+    def forget_rounds(self) -> None:
+        """Forget what the rounds so far taught this decoder (a plain decoder learns nothing; cost-aware ones
+        override this), so that a warm-up's first-call costs do not steer the rounds that are timed."""
+        return None
+
     def prompt_tensor(self, prompt_ids: list[int] | torch.Tensor) -> torch.Tensor:
         """[1, T] long on the target's device; batch size 1 only (the papers' b = 1 latency setting)."""
         ids = torch.as_tensor(prompt_ids, dtype=torch.long, device=self.target.device)

@@ -137,6 +137,18 @@ class SpeculativeDecoder(Decoder):
         self.verify_timed = ObservedCosts(self.verify_curve)
         return self.verify_curve
 
+    def forget_rounds(self) -> None:
+        """Start the learned state afresh: the acceptance model, the timed corrections of the verify curves,
+        the draft gates and the batch caps. A warm-up's rounds pay first-call costs (allocations, kernel
+        choices): judged by them, a gate's first retry lost so much that it owed seconds of plain rounds
+        into the timed run. The measured verify curves stay: each is timed in turns, medians of repeats."""
+        self.acceptance = AcceptanceModel()
+        self.verify_timed = None if self.verify_curve is None else ObservedCosts(self.verify_curve)
+        self.gate = DraftGate(self.options.draft_gate)
+        self.batch_costs.clear()
+        self.batch_gates.clear()
+        self.batch_caps.clear()
+
     def max_window(self) -> int:
         """The widest window this decoder can verify (the cost curve is measured up to it)."""
         return self.drafter.config.block_size

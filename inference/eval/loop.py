@@ -38,7 +38,8 @@ def warm_up(
     decoders: Mapping[str, Decoder], target: TargetModel, max_new_tokens: int = 16, levels: Sequence[int] = (1,)
 ) -> None:
     """A short generation per method and concurrency (a batch of copies of one prompt above 1), so that
-    first-call costs (allocations, kernel selection) are not timed."""
+    first-call costs (allocations, kernel selection) are not timed; then each decoder forgets what those
+    rounds taught it (`Decoder.forget_rounds`), since their rates carry those costs."""
     ids = target.chat_ids([{"role": "user", "content": WARMUP_PROMPT}])
     for decoder in decoders.values():
         for level in levels:
@@ -46,6 +47,7 @@ def warm_up(
                 decoder.generate(ids, max_new_tokens, torch.Generator(target.device).manual_seed(0))
             else:
                 BatchedDecoder(decoder, level).generate([ids] * level, max_new_tokens)
+        decoder.forget_rounds()
 
 
 def generation_generator(target: TargetModel, seed: int, index: int) -> torch.Generator:
