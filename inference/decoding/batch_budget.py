@@ -384,7 +384,7 @@ class BatchBudget:
         tokens the rows were expected to commit (None: not known; the gate then judges `tokens`,
         `draft_gate.py`); the gate sees the round's rate over the plain rate of `rows` rows in a forward of
         `batch_rows` (module doc), so a plain round of any size scores about 1; a retry's catch-up
-        projection is left out. The cap judges the committed tokens. The round's
+        projection is left out. The cap judges the same calibrated expectation (`draft_cap.py`). The round's
         verify forward (`tokens_verified` real tokens over `batch_rows` rows, None: one a row, in
         `verify_s`, its longest row after `context` cached tokens, `width` columns wide) corrects the cost
         curve first: its seconds less its pad slots' (`pad`) correct the real tokens' curve."""
@@ -395,9 +395,11 @@ class BatchBudget:
         plain_round = self.cost(batch_rows, batch_rows, context)  # seconds of a plain round's forward, these rows
         units, spent = tokens * plain_round / rows, seconds - self.catch_up_s
         foreseen = None if expected is None else expected * plain_round / rows
-        self.gate(rows).record(drafted, units, spent, plain_estimate=1.0, expected=foreseen)
+        gate = self.gate(rows)
+        gate.record(drafted, units, spent, plain_estimate=1.0, expected=foreseen)
         if drafted:  # the widest row's window: its root and the most drafts a row kept
-            self.cap().record(self.row_cap, units, spent, width - 1)
+            judged = units if foreseen is None else foreseen * gate.calibration()
+            self.cap().record(self.row_cap, judged, spent, width - 1)
 
     def verify_window(self, state: DecodeState, draft: Any) -> VerifyWindow:
         if draft is PLAIN:

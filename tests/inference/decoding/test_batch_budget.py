@@ -269,6 +269,26 @@ def test_pad_slots_make_a_lopsided_choice_dearer():
     assert flat.pad(16) == 0.0  # a curve without pad timings prices none
 
 
+def test_the_caps_trial_judges_the_rounds_expected_tokens_not_their_luck():
+    """Which drafts a round accepts is a coin toss: a trial whose rival cap's rounds were expected to commit
+    more but happened to commit less moves the cap to the rival (seconds equal), as the gate would judge."""
+    curve = VerifyCurve([2, 8], [0.010, 0.012], 16)
+    budget = BatchBudget(_Decoder(curve), 2, calibrate=False)
+    budget.gate().enabled = False  # every round drafts
+    cap = budget.cap()
+    cap.left = 1
+    budget.start_round()
+    budget.end_round(True, 3, 0.010, rows=2, batch_rows=2, width=1 + START, expected=3.0)  # the trial starts
+    assert cap.rival == START + 1
+    for _ in range(2 * TRIAL):
+        budget.start_round()
+        if budget.row_cap == START + 1:  # expected 4 tokens, committed 2
+            budget.end_round(True, 2, 0.010, rows=2, batch_rows=2, width=2 + START, expected=4.0)
+        else:  # expected 3, committed 3
+            budget.end_round(True, 3, 0.010, rows=2, batch_rows=2, width=1 + START, expected=3.0)
+    assert cap.cap == START + 1 and cap.moves == [START, START + 1]
+
+
 def test_a_rounds_cap_bounds_every_rows_drafts_and_learns_from_the_rounds():
     """Under the round's cap (`DraftCap`) a row keeps at most that many drafts, the others' as the cost rule
     chooses; the rounds' rates in plain-round units and their widest rows feed the cap's trials."""
