@@ -18,7 +18,7 @@ Rates are whatever the caller records: a batch records its rounds' expected toke
 acceptances, scaled by what drafting rounds committed per expected token, as the gate judges them,
 `draft_gate.py`) in plain-round units, so that rounds of a draining batch compare with a full one's. A
 trial judged by the tokens its rounds happened to commit is a coin toss where neighbouring caps differ by a
-few percent: in both evaluation runs at 8 rows on 2 AMX Xeon cores (c25b816) the trees' caps stepped from 2
+few percent: in an evaluation run at 8 rows on 2 AMX Xeon cores (c25b816) both trees' caps stepped from 2
 down to 1 in an early trial, and DDTree `auto` then kept one draft a row in 400 of 1,487 rounds on
 MT-Bench, tau 1.58 against budget 2's 1.64 for the same verify time a round (44.7 and 44.5 ms). The
 seconds stay measured, so a cap whose wider rows cost more than predicted still loses its trial.

@@ -137,12 +137,11 @@ class _Clock:
         return self.t
 
 
-def test_a_retrys_catch_up_projection_is_left_out_of_its_rate():
-    """The first drafting round after plain rounds projects the context they committed (here 50 ms, once):
-    a debt of the pause, not a cost of drafting from now on, so the gate judges the retry without it."""
-    decoder = _Decoder(VerifyCurve([2, 8], [0.010, 0.012], 16))
+def _flushing(curve: VerifyCurve) -> tuple[_Decoder, _Clock, list[int]]:
+    """A decoder on a hand-moved clock whose drafter's catch-up projection takes 50 ms and logs its rows."""
+    decoder = _Decoder(curve)
     clock = decoder.clock = _Clock()
-    flushed = []
+    flushed: list[int] = []
 
     class _Drafter:
         def flush_contexts(self, caches):
@@ -150,6 +149,13 @@ def test_a_retrys_catch_up_projection_is_left_out_of_its_rate():
             clock.t += 0.050
 
     decoder.drafter = _Drafter()
+    return decoder, clock, flushed
+
+
+def test_a_retrys_catch_up_projection_is_left_out_of_its_rate():
+    """The first drafting round after plain rounds projects the context they committed (here 50 ms, once):
+    a debt of the pause, not a cost of drafting from now on, so the gate judges the retry without it."""
+    decoder, clock, flushed = _flushing(VerifyCurve([2, 8], [0.010, 0.012], 16))
     limits = []
     decoder.draft_blocks = lambda states, enough, limit: limits.append(limit)
     budget = BatchBudget(decoder, 2)
@@ -168,16 +174,7 @@ def test_a_retrys_catch_up_projection_is_left_out_of_its_rate():
 def test_the_catch_up_after_another_row_counts_plain_round_is_timed_apart():
     """Gates are per live-row count, so a round can draft under a gate with no pause of its own right after
     a plain round of another: that round's draft still owes the plain round's context, timed apart."""
-    decoder = _Decoder(VerifyCurve([1, 2, 8], [0.008, 0.010, 0.012], 16))
-    clock = decoder.clock = _Clock()
-    flushed = []
-
-    class _Drafter:
-        def flush_contexts(self, caches):
-            flushed.append(len(caches))
-            clock.t += 0.050
-
-    decoder.drafter = _Drafter()
+    decoder, _, flushed = _flushing(VerifyCurve([1, 2, 8], [0.008, 0.010, 0.012], 16))
     decoder.draft_blocks = lambda states, enough, limit: None
     budget = BatchBudget(decoder, 2)
     one = budget.gate(1)

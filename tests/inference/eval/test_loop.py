@@ -9,8 +9,8 @@ from inference.targets.tiny import tiny_target
 
 
 def test_a_warm_up_leaves_the_cost_aware_decoders_nothing_learned_but_their_measured_curves(make_drafter):
-    """A warm-up pays first-call costs (allocations, kernel choices); rates learned from its rounds would
-    carry them into the timed run (a gate whose first retry lost by them owed seconds of plain rounds)."""
+    """A warm-up pays first-call costs (allocations, kernel choices); the gates, caps, timed costs and
+    acceptances learned from its rounds would carry them into the timed run."""
     target = install_engine(tiny_target("qwen3"), engine="lean", prepack=False)
     drafter = make_drafter(target)
     decoder = build_decoder(
